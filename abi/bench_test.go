@@ -1,0 +1,112 @@
+package abi_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/allocd/allocd/abi"
+)
+
+// benchRequest is the whole-group request of the benchmarks: 1024 queues of topic
+// TopicTest (4 brokers x 256) and 64 consumers, in canonical order.
+func benchRequest() *abi.Request {
+	r := &abi.Request{Group: "please_rename_unique_group_name"}
+	for _, broker := range []string{"broker-a", "broker-b", "broker-c", "broker-d"} {
+		for id := range 256 {
+			r.Queues = append(r.Queues, abi.Queue{Topic: "TopicTest", BrokerName: broker, QueueID: int32(id)})
+		}
+	}
+	for i := range 64 {
+		r.Consumers = append(r.Consumers, fmt.Sprintf("192.168.0.%d@%d", i, 1000+i))
+	}
+	abi.Canonicalize(r)
+	return r
+}
+
+func BenchmarkEncodeRequest(b *testing.B) {
+	r := benchRequest()
+	var e abi.Encoder
+	buf, _ := e.Encode(nil, r)
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = e.Encode(buf[:0], r)
+	}
+}
+
+func BenchmarkParseRequest(b *testing.B) {
+	buf, _ := abi.EncodeRequest(nil, benchRequest())
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := abi.ParseRequest(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// What a strategy typically does next: read every queue and every target's index.
+	b.Run("parse+read", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			v, _ := abi.ParseRequest(buf)
+			for i := range v.NumQueues() {
+				_ = v.Queue(i)
+			}
+			for i := range v.NumTargets() {
+				_ = v.TargetIndex(i)
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeRequest(b *testing.B) {
+	buf, _ := abi.EncodeRequest(nil, benchRequest())
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := abi.DecodeRequest(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeResponse decodes the whole group's answer to benchRequest: 64 results of 16
+// indices each, into a reused Response, as the host does.
+func BenchmarkDecodeResponse(b *testing.B) {
+	var w abi.ResponseWriter
+	for c := range 64 {
+		w.Begin()
+		for i := c * 16; i < (c+1)*16; i++ {
+			w.Append(i)
+		}
+	}
+	buf := w.Bytes()
+	var r abi.Response
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := abi.DecodeResponse(buf, &r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkValidate(b *testing.B) {
+	req := benchRequest()
+	var resp abi.Response
+	for c := range 64 {
+		idx := make([]int, 16)
+		for i := range idx {
+			idx[i] = c*16 + i
+		}
+		resp.Results = append(resp.Results, abi.Result{Indices: idx})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := abi.Validate(req, &resp); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package abi_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/allocd/allocd/abi"
+)
+
+func TestVersion(t *testing.T) {
+	if v := abi.Version(1, 0); v != 0x10000 {
+		t.Errorf("Version(1, 0) = %#x", v)
+	}
+	if ma, mi := abi.SplitVersion(abi.Version(0xfffe, 0xffff)); ma != 0xfffe || mi != 0xffff {
+		t.Errorf("SplitVersion = %d, %d", ma, mi)
+	}
+}
+
+func TestQueueString(t *testing.T) {
+	if got, want := q("TopicTest", "broker-a", 3).String(), "MessageQueue [topic=TopicTest, brokerName=broker-a, queueId=3]"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+func TestEncodeRefusesMismatchedLists(t *testing.T) {
+	for name, r := range map[string]*abi.Request{
+		"queue attributes":    {Queues: queues("T", "b", 2), QueueAttrs: []abi.Attrs{{}}},
+		"consumer attributes": {Consumers: []string{"a"}, ConsumerAttrs: []abi.Attrs{{}, {}}},
+		"previous owners":     {Queues: queues("T", "b", 2), PrevOwners: []string{"a", "b", "c"}},
+	} {
+		dst := []byte("keep")
+		out, err := abi.EncodeRequest(dst, r)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v", name, err)
+		}
+		if string(out) != "keep" {
+			t.Errorf("%s: a refused request changed dst to %q", name, out)
+		}
+	}
+}
+
+// Each distinct string is stored once, whatever its role, so readers may compare string ids.
+func TestEncodeStoresStringsOnce(t *testing.T) {
+	b, err := abi.EncodeRequest(nil, &abi.Request{
+		Group:      "x",
+		Queues:     []abi.Queue{q("x", "x", 0), q("x", "x", 1)},
+		Consumers:  []string{"x", "x"},
+		Targets:    []string{"x"},
+		Config:     map[string]string{"x": "x"},
+		PrevOwners: []string{"x", ""},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := rd32(b[dirOfBytes(b, abi.SectionStrings)+4:])
+	if n := rd32(b[off:]); n != 1 {
+		t.Errorf("string table holds %d strings, want 1", n)
+	}
+	if bytes.Count(b, []byte("x")) != 1 {
+		t.Errorf("the string appears %d times in %x", bytes.Count(b, []byte("x")), b)
+	}
+}
+
+func dirOfBytes(b []byte, kind uint32) int {
+	for i := 0; i < int(rd32(b[12:])); i++ {
+		if rd32(b[16+12*i:]) == kind {
+			return 16 + 12*i
+		}
+	}
+	return -1
+}
+
+// Every section starts 4-byte aligned relative to the message, wherever dst put it.
+func TestEncodeAlignment(t *testing.T) {
+	r := &abi.Request{Group: "abc", Queues: queues("T", "b", 1), Consumers: []string{"c"}, Config: map[string]string{"k": "vv"}}
+	base, _ := abi.EncodeRequest(nil, r)
+	if len(base)%4 != 0 {
+		t.Errorf("request of %d bytes, not a multiple of 4", len(base))
+	}
+	for pre := range 4 {
+		b, err := abi.EncodeRequest(bytes.Repeat([]byte{0xee}, pre), r)
+		if err != nil || !bytes.Equal(b[pre:], base) {
+			t.Errorf("after %d bytes the encoding differs: %v", pre, err)
+		}
+	}
+}
+
+// The zero ResponseWriter is an empty response ready to use: the plugin SDK relies on it.
+func TestResponseWriterZeroValue(t *testing.T) {
+	var w abi.ResponseWriter
+	b := w.Bytes()
+	var r abi.Response
+	if err := abi.DecodeResponse(b, &r); err != nil || len(r.Results) != 0 {
+		t.Fatalf("zero writer: %v, %+v", err, r)
+	}
+
+	var w2 abi.ResponseWriter
+	w2.Begin()
+	w2.Append(3)
+	w2.Append(1)
+	w2.Error("no")
+	w2.Begin()
+	want := abi.EncodeResponse(nil, &abi.Response{Results: []abi.Result{ok(3, 1), {Failed: true, Err: "no"}, ok()}})
+	if got := w2.Bytes(); !bytes.Equal(got, want) {
+		t.Fatalf("zero writer wrote %x, want %x", got, want)
+	}
+
+	var w3 abi.ResponseWriter
+	w3.Error("first")
+	w3.Indices([]int{0})
+	want = abi.EncodeResponse(nil, &abi.Response{Results: []abi.Result{{Failed: true, Err: "first"}, ok(0)}})
+	if got := w3.Bytes(); !bytes.Equal(got, want) {
+		t.Fatalf("zero writer starting with Error wrote %x, want %x", got, want)
+	}
+}
+
+func TestResponseWriterReuse(t *testing.T) {
+	var w abi.ResponseWriter
+	w.Indices([]int{1, 2, 3})
+	first := w.Bytes()
+	w.Reset(first[:0]) // reuse the storage
+	w.Indices([]int{9})
+	want := abi.EncodeResponse(nil, &abi.Response{Results: []abi.Result{ok(9)}})
+	if got := w.Bytes(); !bytes.Equal(got, want) {
+		t.Errorf("reused writer wrote %x, want %x", got, want)
+	}
+	// EncodeResponse appends.
+	if got := abi.EncodeResponse([]byte("ab"), &abi.Response{}); string(got[:2]) != "ab" || string(got[2:6]) != abi.ResponseMagic {
+		t.Errorf("EncodeResponse did not append: %q", got)
+	}
+}
+
+func TestDecodeResponseErrors(t *testing.T) {
+	good := abi.EncodeResponse(nil, &abi.Response{Results: []abi.Result{ok(1, 2), {Failed: true, Err: "abcde"}}})
+	mod := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	tests := map[string][]byte{
+		"shorter than":   good[:12],
+		"magic":          mod(func(b []byte) []byte { copy(b, "ALRQ"); return b }),
+		"major version":  mod(func(b []byte) []byte { b[4] = 2; return b }),
+		"header says":    good[:len(good)-4],
+		"more than its":  mod(func(b []byte) []byte { le32(b[12:], 1000); return b }),
+		"unknown status": mod(func(b []byte) []byte { le32(b[16:], 2); return b }),
+		"declares 1000":  mod(func(b []byte) []byte { le32(b[20:], 1000); return b }),
+		"-byte error":    mod(func(b []byte) []byte { le32(b[36:], 1000); return b }),
+		"after its last": mod(func(b []byte) []byte { le32(b[12:], 1); return b }),
+		"cut short": mod(func(b []byte) []byte {
+			b = b[:32] // the header and the first result only, but two results declared
+			le32(b[8:], 32)
+			return b
+		}),
+	}
+	for want, b := range tests {
+		var r abi.Response
+		err := abi.DecodeResponse(b, &r)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v", want, err)
+		}
+	}
+	// A later minor version decodes the same.
+	later := bytes.Clone(good)
+	later[6] = 3
+	var r abi.Response
+	if err := abi.DecodeResponse(later, &r); err != nil || len(r.Results) != 2 || r.Results[1].Err != "abcde" {
+		t.Errorf("minor 3: %+v, %v", r, err)
+	}
+}
+
+func TestResponseEqual(t *testing.T) {
+	a := &abi.Response{Results: []abi.Result{ok(1), {Failed: true, Err: "x"}}}
+	for _, b := range []*abi.Response{
+		{Results: []abi.Result{ok(1)}},
+		{Results: []abi.Result{ok(2), {Failed: true, Err: "x"}}},
+		{Results: []abi.Result{ok(1, 2), {Failed: true, Err: "x"}}},
+		{Results: []abi.Result{ok(1), {Failed: true, Err: "y"}}},
+		{Results: []abi.Result{ok(1), ok()}},
+	} {
+		if a.Equal(b) || b.Equal(a) {
+			t.Errorf("%+v equals %+v", a, b)
+		}
+	}
+	if !a.Equal(&abi.Response{Results: []abi.Result{{Indices: []int{1}}, {Failed: true, Err: "x"}}}) {
+		t.Errorf("equal responses differ")
+	}
+}
+
+func TestRequestTargets(t *testing.T) {
+	whole := &abi.Request{Consumers: []string{"a", "b"}}
+	if whole.NumTargets() != 2 || whole.Target(1) != "b" {
+		t.Errorf("whole group: %d targets, target 1 %q", whole.NumTargets(), whole.Target(1))
+	}
+	some := &abi.Request{Consumers: []string{"a", "b"}, Targets: []string{"z"}}
+	if some.NumTargets() != 1 || some.Target(0) != "z" {
+		t.Errorf("targets: %d, %q", some.NumTargets(), some.Target(0))
+	}
+	if (&abi.Request{Consumers: []string{"a"}, Targets: []string{}}).NumTargets() != 0 {
+		t.Errorf("an empty target list asks for nothing")
+	}
+}

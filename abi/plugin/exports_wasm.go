@@ -1,0 +1,75 @@
+//go:build wasip1
+
+package plugin
+
+import (
+	"unsafe"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/extism/go-pdk"
+)
+
+// The bulk-transfer imports of ABI v1 (ABI.md, "allocd:host/v1"): one host call moves the whole
+// input or output, where go-pdk's Input and Output take one call per 8 bytes.
+
+//go:wasmimport allocd:host/v1 input_read
+func inputRead(ptr unsafe.Pointer, limit uint32) uint32
+
+//go:wasmimport allocd:host/v1 output_write
+func outputWrite(ptr unsafe.Pointer, n uint32)
+
+//go:wasmimport allocd:host/v1 error_write
+func errorWrite(ptr unsafe.Pointer, n uint32)
+
+//go:wasmimport allocd:host/v1 log_write
+func logWrite(level uint32, ptr unsafe.Pointer, n uint32)
+
+var (
+	out      abi.ResponseWriter
+	sizeHint = 4096
+)
+
+//go:wasmexport allocd_abi_version
+func abiVersion() int32 { return abi.Version(abi.Major, abi.Minor) }
+
+//go:wasmexport allocd_describe
+func describe() int32 {
+	b := info.AppendJSON(nil)
+	outputWrite(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+	return 0
+}
+
+//go:wasmexport allocate
+func allocateExport() int32 {
+	// A fresh buffer per call: the strings a strategy sees alias it, so it must never be reused
+	// while a strategy might still hold one.
+	buf := make([]byte, sizeHint)
+	n := inputRead(unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
+	if int(n) > len(buf) {
+		buf = make([]byte, n)
+		inputRead(unsafe.Pointer(unsafe.SliceData(buf)), n)
+		sizeHint = int(n)
+	}
+	if err := allocate(buf[:n], &out); err != nil {
+		msg := err.Error()
+		errorWrite(unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
+		return 1
+	}
+	b := out.Bytes()
+	outputWrite(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+	return 0
+}
+
+// Log sends a message to the host's log at the given level, for example
+// plugin.Log(pdk.LogInfo, "ring built"). The host drops it without a copy when its level is off.
+func Log(level pdk.LogLevel, msg string) {
+	if int32(level) < hostLogLevel() {
+		return
+	}
+	logWrite(uint32(level), unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
+}
+
+// go-pdk does not export the level query, so the SDK imports it itself.
+//
+//go:wasmimport extism:host/env get_log_level
+func hostLogLevel() int32

@@ -1,0 +1,147 @@
+// Package plugin is the Go SDK for allocd strategy plugins, on top of the Extism Go PDK.
+//
+// A plugin registers one function with RocketMQ's shape, allocate(group, cid, mqAll, cidAll),
+// from an init function; the SDK exports what ABI v1 requires (allocate, allocd_describe,
+// allocd_abi_version), reads the request and writes the answer with one host call each way,
+// runs the function once for every consumer the request asks about, and reports errors and logs
+// to the host:
+//
+//	package main
+//
+//	import "github.com/allocd/allocd/abi/plugin"
+//
+//	func init() {
+//		plugin.Register(plugin.Info{Name: "first", Version: "1.0.0"},
+//			func(a *plugin.Args, dst []int) ([]int, error) {
+//				if a.Self == 0 { // the first consumer takes everything
+//					for i := 0; i < a.MQAll.Len(); i++ {
+//						dst = append(dst, i)
+//					}
+//				}
+//				return dst, nil
+//			})
+//	}
+//
+//	func main() {}
+//
+// Build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o first.wasm.
+package plugin
+
+import (
+	"github.com/allocd/allocd/abi"
+)
+
+// Info is the plugin's self-description.
+type Info = abi.Info
+
+// Args are the arguments of one allocate call for one consumer.
+type Args struct {
+	// Group is the consumer group (RocketMQ uses it only in log text).
+	Group string
+	// CID is the consumer to compute for.
+	CID string
+	// Self is the index of the first occurrence of CID in CIDAll, or -1 when CID is not a member.
+	Self int
+	// MQAll and CIDAll are the group's queues and consumers, in canonical order.
+	MQAll  Queues
+	CIDAll Consumers
+	// Request gives the rest of ABI v1: per-queue and per-consumer attributes, previous owners
+	// and the binding's configuration.
+	Request *abi.View
+}
+
+// Config returns the binding's setting for key, or def when the binding does not set it.
+func (a *Args) Config(key, def string) string {
+	if v, ok := a.Request.Config(key); ok {
+		return v
+	}
+	return def
+}
+
+// Queues is mqAll, read lazily from the request.
+type Queues struct{ v *abi.View }
+
+// Len is len(mqAll).
+func (q Queues) Len() int { return q.v.NumQueues() }
+
+// At returns mqAll[i].
+func (q Queues) At(i int) abi.Queue { return q.v.Queue(i) }
+
+// Consumers is cidAll, read lazily from the request.
+type Consumers struct{ v *abi.View }
+
+// Len is len(cidAll).
+func (c Consumers) Len() int { return c.v.NumConsumers() }
+
+// At returns cidAll[i].
+func (c Consumers) At(i int) string { return c.v.Consumer(i) }
+
+// Func is a strategy: it appends to dst the indices into a.MQAll of the queues that a.CID owns, in
+// the order the strategy defines, and returns the extended slice. An error fails this consumer's
+// result only.
+type Func func(a *Args, dst []int) ([]int, error)
+
+// Prepare runs once per request, before Func runs for each consumer: it is where a strategy
+// builds what all consumers share (a hash ring, a weight table). An error fails the whole call.
+type Prepare func(req *abi.View) (Func, error)
+
+var (
+	info    abi.Info
+	prepare Prepare
+)
+
+// Register installs the plugin's strategy. Call it once, from an init function.
+func Register(i Info, f Func) {
+	RegisterPrepared(i, func(*abi.View) (Func, error) { return f, nil })
+}
+
+// RegisterPrepared installs a strategy with a per-request preparation step.
+func RegisterPrepared(i Info, p Prepare) {
+	if prepare != nil {
+		panic("plugin: Register called twice")
+	}
+	info, prepare = i, p
+}
+
+// Allocate runs the registered strategy over an encoded request and returns the encoded answer,
+// with no host calls: the exports use it, and so can a plugin's native tests and benchmarks.
+func Allocate(input []byte) ([]byte, error) {
+	var w abi.ResponseWriter
+	if err := allocate(input, &w); err != nil {
+		return nil, err
+	}
+	return w.Bytes(), nil
+}
+
+func allocate(input []byte, w *abi.ResponseWriter) error {
+	if prepare == nil {
+		return errNotRegistered
+	}
+	v, err := abi.ParseRequest(input)
+	if err != nil {
+		return err
+	}
+	f, err := prepare(v)
+	if err != nil {
+		return err
+	}
+	a := Args{Group: v.Group(), MQAll: Queues{v}, CIDAll: Consumers{v}, Request: v}
+	w.Reset(w.Bytes()[:0])
+	var dst []int
+	for t := 0; t < v.NumTargets(); t++ {
+		a.CID, a.Self = v.Target(t), v.TargetIndex(t)
+		dst, err = f(&a, dst[:0])
+		if err != nil {
+			w.Error(err.Error())
+			continue
+		}
+		w.Indices(dst)
+	}
+	return nil
+}
+
+type sdkError string
+
+func (e sdkError) Error() string { return string(e) }
+
+const errNotRegistered = sdkError("plugin: no strategy registered (call plugin.Register from an init function)")

@@ -1,0 +1,239 @@
+package abi
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+)
+
+// Magic numbers of the two messages.
+const (
+	RequestMagic  = "ALRQ"
+	ResponseMagic = "ALRS"
+)
+
+// Section kinds of a request (ABI.md, "Request").
+const (
+	SectionStrings         = 1
+	SectionMeta            = 2
+	SectionQueues          = 3
+	SectionConsumers       = 4
+	SectionTargets         = 5
+	SectionConfig          = 6
+	SectionQueueLabels     = 7
+	SectionQueueMetrics    = 8
+	SectionConsumerLabels  = 9
+	SectionConsumerMetrics = 10
+	SectionPrevOwners      = 11
+)
+
+const (
+	headerSize = 16
+	dirEntry   = 12
+	// NoString marks an absent string reference (a queue without a previous owner).
+	NoString = 0xFFFFFFFF
+	// MaxMessage is the largest message either side accepts: 1 GiB keeps every offset and
+	// count well inside uint32 and int on 32-bit guests.
+	MaxMessage = 1 << 30
+)
+
+var le = binary.LittleEndian
+
+// Encoder writes requests. It keeps its scratch space between calls, so reuse one per goroutine;
+// the zero value is ready to use.
+type Encoder struct {
+	index   map[string]uint32
+	offsets []uint32
+	blob    []byte
+	keys    []string
+}
+
+// EncodeRequest appends r's encoding to dst and returns the extended slice. It is a convenience
+// for one-off use; hot paths keep an Encoder.
+func EncodeRequest(dst []byte, r *Request) ([]byte, error) {
+	var e Encoder
+	return e.Encode(dst, r)
+}
+
+// Encode appends r's encoding to dst. It refuses a request whose parallel slices do not match
+// their lists or whose encoding would exceed MaxMessage.
+func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
+	if r.QueueAttrs != nil && len(r.QueueAttrs) != len(r.Queues) {
+		return dst, errorf("request has %d queue attributes for %d queues", len(r.QueueAttrs), len(r.Queues))
+	}
+	if r.ConsumerAttrs != nil && len(r.ConsumerAttrs) != len(r.Consumers) {
+		return dst, errorf("request has %d consumer attributes for %d consumers", len(r.ConsumerAttrs), len(r.Consumers))
+	}
+	if r.PrevOwners != nil && len(r.PrevOwners) != len(r.Queues) {
+		return dst, errorf("request has %d previous owners for %d queues", len(r.PrevOwners), len(r.Queues))
+	}
+	if e.index == nil {
+		e.index = make(map[string]uint32)
+	} else {
+		clear(e.index)
+	}
+	e.offsets = append(e.offsets[:0], 0)
+	e.blob = e.blob[:0]
+
+	kinds := []uint32{SectionMeta, SectionQueues, SectionConsumers}
+	if r.Targets != nil {
+		kinds = append(kinds, SectionTargets)
+	}
+	if r.Config != nil {
+		kinds = append(kinds, SectionConfig)
+	}
+	if r.QueueAttrs != nil {
+		kinds = append(kinds, SectionQueueLabels, SectionQueueMetrics)
+	}
+	if r.ConsumerAttrs != nil {
+		kinds = append(kinds, SectionConsumerLabels, SectionConsumerMetrics)
+	}
+	if r.PrevOwners != nil {
+		kinds = append(kinds, SectionPrevOwners)
+	}
+	kinds = append(kinds, SectionStrings) // last: only now is the table complete
+
+	start := len(dst)
+	dst = append(dst, RequestMagic...)
+	dst = le.AppendUint16(dst, Major)
+	dst = le.AppendUint16(dst, Minor)
+	dst = le.AppendUint32(dst, 0) // total length, patched at the end
+	dst = le.AppendUint32(dst, uint32(len(kinds)))
+	dir := len(dst)
+	dst = append(dst, make([]byte, dirEntry*len(kinds))...)
+
+	for n, kind := range kinds {
+		off := len(dst)
+		switch kind {
+		case SectionMeta:
+			dst = le.AppendUint32(dst, e.intern(r.Group))
+			dst = le.AppendUint32(dst, 0)
+		case SectionQueues:
+			dst = le.AppendUint32(dst, uint32(len(r.Queues)))
+			// Queues arrive sorted, so topics and brokers repeat in runs: remember the last
+			// ones and consult the map only when they change.
+			var lastTopic, lastBroker string
+			var topicID, brokerID uint32 = NoString, NoString
+			for _, q := range r.Queues {
+				if topicID == NoString || q.Topic != lastTopic {
+					topicID, lastTopic = e.intern(q.Topic), q.Topic
+				}
+				if brokerID == NoString || q.BrokerName != lastBroker {
+					brokerID, lastBroker = e.intern(q.BrokerName), q.BrokerName
+				}
+				dst = le.AppendUint32(dst, topicID)
+				dst = le.AppendUint32(dst, brokerID)
+				dst = le.AppendUint32(dst, uint32(q.QueueID))
+			}
+		case SectionConsumers:
+			dst = e.appendStrings(dst, r.Consumers)
+		case SectionTargets:
+			dst = e.appendStrings(dst, r.Targets)
+		case SectionConfig:
+			e.keys = sortedKeys(e.keys[:0], r.Config)
+			dst = le.AppendUint32(dst, uint32(len(e.keys)))
+			for _, k := range e.keys {
+				dst = le.AppendUint32(dst, e.intern(k))
+				dst = le.AppendUint32(dst, e.intern(r.Config[k]))
+			}
+		case SectionQueueLabels:
+			dst = e.appendLabels(dst, r.QueueAttrs)
+		case SectionQueueMetrics:
+			dst = e.appendMetrics(dst, r.QueueAttrs)
+		case SectionConsumerLabels:
+			dst = e.appendLabels(dst, r.ConsumerAttrs)
+		case SectionConsumerMetrics:
+			dst = e.appendMetrics(dst, r.ConsumerAttrs)
+		case SectionPrevOwners:
+			dst = le.AppendUint32(dst, uint32(len(r.PrevOwners)))
+			for _, o := range r.PrevOwners {
+				id := uint32(NoString)
+				if o != "" {
+					id = e.intern(o)
+				}
+				dst = le.AppendUint32(dst, id)
+			}
+		case SectionStrings:
+			count := len(e.offsets) - 1
+			dst = le.AppendUint32(dst, uint32(count))
+			for _, o := range e.offsets {
+				dst = le.AppendUint32(dst, o)
+			}
+			dst = append(dst, e.blob...)
+		}
+		// Every section starts 4-byte aligned.
+		for (len(dst)-start)%4 != 0 {
+			dst = append(dst, 0)
+		}
+		le.PutUint32(dst[dir+n*dirEntry:], kind)
+		le.PutUint32(dst[dir+n*dirEntry+4:], uint32(off-start))
+		le.PutUint32(dst[dir+n*dirEntry+8:], uint32(len(dst)-off))
+	}
+	if len(dst)-start > MaxMessage {
+		return dst[:start], errorf("request of %d bytes exceeds the %d-byte limit", len(dst)-start, MaxMessage)
+	}
+	le.PutUint32(dst[start+8:], uint32(len(dst)-start))
+	return dst, nil
+}
+
+// intern returns the string's index in the table, adding it once.
+func (e *Encoder) intern(s string) uint32 {
+	if id, ok := e.index[s]; ok {
+		return id
+	}
+	id := uint32(len(e.offsets) - 1)
+	e.index[s] = id
+	e.blob = append(e.blob, s...)
+	e.offsets = append(e.offsets, uint32(len(e.blob)))
+	return id
+}
+
+func (e *Encoder) appendStrings(dst []byte, list []string) []byte {
+	dst = le.AppendUint32(dst, uint32(len(list)))
+	for _, s := range list {
+		dst = le.AppendUint32(dst, e.intern(s))
+	}
+	return dst
+}
+
+func (e *Encoder) appendLabels(dst []byte, attrs []Attrs) []byte {
+	countAt := len(dst)
+	dst = le.AppendUint32(dst, 0)
+	count := 0
+	for i, a := range attrs {
+		e.keys = sortedKeys(e.keys[:0], a.Labels)
+		for _, k := range e.keys {
+			dst = le.AppendUint32(dst, uint32(i))
+			dst = le.AppendUint32(dst, e.intern(k))
+			dst = le.AppendUint32(dst, e.intern(a.Labels[k]))
+			count++
+		}
+	}
+	le.PutUint32(dst[countAt:], uint32(count))
+	return dst
+}
+
+func (e *Encoder) appendMetrics(dst []byte, attrs []Attrs) []byte {
+	countAt := len(dst)
+	dst = le.AppendUint32(dst, 0)
+	count := 0
+	for i, a := range attrs {
+		e.keys = sortedKeys(e.keys[:0], a.Metrics)
+		for _, k := range e.keys {
+			dst = le.AppendUint32(dst, uint32(i))
+			dst = le.AppendUint32(dst, e.intern(k))
+			dst = le.AppendUint64(dst, uint64(a.Metrics[k]))
+			count++
+		}
+	}
+	le.PutUint32(dst[countAt:], uint32(count))
+	return dst
+}
+
+func sortedKeys[V any](dst []string, m map[string]V) []string {
+	for k := range m {
+		dst = append(dst, k)
+	}
+	slices.SortFunc(dst, strings.Compare)
+	return dst
+}

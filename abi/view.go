@@ -1,0 +1,496 @@
+package abi
+
+import (
+	"bytes"
+	"unsafe"
+)
+
+// View is a parsed request that reads fields straight from the encoded bytes: the number of
+// queues, queue i or consumer j cost a few loads, with nothing decoded up front. ParseRequest
+// checks the structure once, so every accessor is safe on any input it accepted.
+//
+// Strings returned by a View alias the encoded bytes, which must not change afterwards.
+type View struct {
+	buf       []byte
+	nstr      int
+	offs      []byte // STRINGS offsets, nstr+1 little-endian uint32
+	blob      []byte
+	group     uint32
+	queues    []byte // 12-byte records
+	consumers []byte // uint32 string ids
+	targets   []byte // uint32 string ids; nil when the section is absent
+	hasTarget bool
+	config    []byte
+	qlabels   []byte
+	qmetrics  []byte
+	clabels   []byte
+	cmetrics  []byte
+	prev      []byte
+	hasQAttr  bool
+	hasCAttr  bool
+	first     []int32 // string id -> first consumer index, built on demand
+}
+
+// ParseRequest checks that b is a well-formed request of major version 1 and returns a view of
+// it. Sections of unknown kinds are skipped; every count and reference is checked against the
+// bytes present, so a hostile message yields an error, never a panic or a huge allocation.
+func ParseRequest(b []byte) (*View, error) {
+	v := &View{}
+	return v, v.parse(b)
+}
+
+func (v *View) parse(b []byte) error {
+	if len(b) < headerSize {
+		return errorf("request of %d bytes is shorter than its %d-byte header", len(b), headerSize)
+	}
+	if string(b[:4]) != RequestMagic {
+		return errorf("request magic %q, want %q", b[:4], RequestMagic)
+	}
+	if major := le.Uint16(b[4:]); major != Major {
+		return errorf("request ABI major version %d, this reader speaks %d", major, Major)
+	}
+	if n := le.Uint32(b[8:]); uint64(n) != uint64(len(b)) {
+		return errorf("request header says %d bytes, got %d", n, len(b))
+	}
+	nsec := uint64(le.Uint32(b[12:]))
+	if nsec > uint64(len(b)-headerSize)/dirEntry {
+		return errorf("request declares %d sections, more than its %d bytes can hold", nsec, len(b))
+	}
+	v.buf = b
+	dirEnd := headerSize + int(nsec)*dirEntry
+	var seen [SectionPrevOwners + 1]bool
+	var sec [SectionPrevOwners + 1][]byte
+	for i := 0; i < int(nsec); i++ {
+		d := b[headerSize+i*dirEntry:]
+		kind, off, n := le.Uint32(d), uint64(le.Uint32(d[4:])), uint64(le.Uint32(d[8:]))
+		if off%4 != 0 || off < uint64(dirEnd) || off+n > uint64(len(b)) {
+			return errorf("section %d (kind %d) at [%d,%d) is misaligned or outside the %d-byte request", i, kind, off, off+n, len(b))
+		}
+		if kind >= SectionStrings && kind <= SectionPrevOwners { // kind 0 is reserved: skipped like any unknown kind
+			if seen[kind] {
+				return errorf("section kind %d appears twice", kind)
+			}
+			seen[kind] = true
+			sec[kind] = b[off : off+n]
+		}
+	}
+	for _, k := range []uint32{SectionStrings, SectionMeta, SectionQueues, SectionConsumers} {
+		if !seen[k] {
+			return errorf("request lacks required section kind %d", k)
+		}
+	}
+	if err := v.parseStrings(sec[SectionStrings]); err != nil {
+		return err
+	}
+	meta := sec[SectionMeta]
+	if len(meta) < 8 {
+		return errorf("meta section of %d bytes, want 8", len(meta))
+	}
+	v.group = le.Uint32(meta)
+	if err := v.checkString(v.group, "group"); err != nil {
+		return err
+	}
+	var err error
+	if v.queues, err = records(sec[SectionQueues], 12, "queues"); err != nil {
+		return err
+	}
+	for i := 0; i < len(v.queues); i += 12 {
+		if err := v.checkString(le.Uint32(v.queues[i:]), "queue topic"); err != nil {
+			return err
+		}
+		if err := v.checkString(le.Uint32(v.queues[i+4:]), "queue broker name"); err != nil {
+			return err
+		}
+	}
+	if v.consumers, err = v.stringList(sec[SectionConsumers], "consumers"); err != nil {
+		return err
+	}
+	if seen[SectionTargets] {
+		v.hasTarget = true
+		if v.targets, err = v.stringList(sec[SectionTargets], "targets"); err != nil {
+			return err
+		}
+	}
+	if seen[SectionConfig] {
+		if v.config, err = records(sec[SectionConfig], 8, "config"); err != nil {
+			return err
+		}
+		for i := 0; i < len(v.config); i += 8 {
+			if err := v.checkString(le.Uint32(v.config[i:]), "config key"); err != nil {
+				return err
+			}
+			if err := v.checkString(le.Uint32(v.config[i+4:]), "config value"); err != nil {
+				return err
+			}
+			if i > 0 && v.strCompare(le.Uint32(v.config[i-8:]), le.Uint32(v.config[i:])) >= 0 {
+				return errorf("config keys are not strictly increasing at entry %d", i/8)
+			}
+		}
+	}
+	nq, nc := v.NumQueues(), v.NumConsumers()
+	if v.qlabels, err = v.attrSection(&sec, SectionQueueLabels, 12, nq, "queue labels"); err != nil {
+		return err
+	}
+	if v.qmetrics, err = v.attrSection(&sec, SectionQueueMetrics, 16, nq, "queue metrics"); err != nil {
+		return err
+	}
+	if v.clabels, err = v.attrSection(&sec, SectionConsumerLabels, 12, nc, "consumer labels"); err != nil {
+		return err
+	}
+	if v.cmetrics, err = v.attrSection(&sec, SectionConsumerMetrics, 16, nc, "consumer metrics"); err != nil {
+		return err
+	}
+	v.hasQAttr = seen[SectionQueueLabels] || seen[SectionQueueMetrics]
+	v.hasCAttr = seen[SectionConsumerLabels] || seen[SectionConsumerMetrics]
+	if seen[SectionPrevOwners] {
+		if v.prev, err = records(sec[SectionPrevOwners], 4, "previous owners"); err != nil {
+			return err
+		}
+		if len(v.prev)/4 != nq {
+			return errorf("%d previous owners for %d queues", len(v.prev)/4, nq)
+		}
+		for i := 0; i < len(v.prev); i += 4 {
+			if id := le.Uint32(v.prev[i:]); id != NoString {
+				if err := v.checkString(id, "previous owner"); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (v *View) parseStrings(s []byte) error {
+	if len(s) < 4 {
+		return errorf("strings section of %d bytes has no count", len(s))
+	}
+	n := uint64(le.Uint32(s))
+	if 4+4*(n+1) > uint64(len(s)) {
+		return errorf("strings section declares %d strings, more than its %d bytes can hold", n, len(s))
+	}
+	v.nstr = int(n)
+	v.offs = s[4 : 4+4*(n+1)]
+	v.blob = s[4+4*(n+1):]
+	prev := uint32(0)
+	if le.Uint32(v.offs) != 0 {
+		return errorf("string table starts at offset %d, want 0", le.Uint32(v.offs))
+	}
+	for i := 1; i <= v.nstr; i++ {
+		o := le.Uint32(v.offs[4*i:])
+		if o < prev || uint64(o) > uint64(len(v.blob)) {
+			return errorf("string %d ends at %d, outside [%d,%d]", i-1, o, prev, len(v.blob))
+		}
+		prev = o
+	}
+	return nil
+}
+
+// records returns the records of a counted section, checking that count records fit.
+func records(s []byte, size int, what string) ([]byte, error) {
+	if len(s) < 4 {
+		return nil, errorf("%s section of %d bytes has no count", what, len(s))
+	}
+	n := uint64(le.Uint32(s))
+	if n*uint64(size) > uint64(len(s)-4) {
+		return nil, errorf("%s section declares %d entries, more than its %d bytes can hold", what, n, len(s))
+	}
+	return s[4 : 4+n*uint64(size)], nil
+}
+
+func (v *View) stringList(s []byte, what string) ([]byte, error) {
+	r, err := records(s, 4, what)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(r); i += 4 {
+		if err := v.checkString(le.Uint32(r[i:]), what); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// attrSection checks a labels (size 12) or metrics (size 16) section: owner indices in range,
+// entries sorted by (owner, key) with no key twice for one owner.
+func (v *View) attrSection(sec *[SectionPrevOwners + 1][]byte, kind uint32, size, owners int, what string) ([]byte, error) {
+	s := sec[kind]
+	if s == nil {
+		return nil, nil
+	}
+	r, err := records(s, size, what)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(r); i += size {
+		owner, key := le.Uint32(r[i:]), le.Uint32(r[i+4:])
+		if uint64(owner) >= uint64(owners) {
+			return nil, errorf("%s entry %d names index %d of %d", what, i/size, owner, owners)
+		}
+		if err := v.checkString(key, what+" key"); err != nil {
+			return nil, err
+		}
+		if size == 12 {
+			if err := v.checkString(le.Uint32(r[i+8:]), what+" value"); err != nil {
+				return nil, err
+			}
+		}
+		if i > 0 {
+			po := le.Uint32(r[i-size:])
+			if po > owner || po == owner && v.strCompare(le.Uint32(r[i-size+4:]), key) >= 0 {
+				return nil, errorf("%s are not sorted by index and key at entry %d", what, i/size)
+			}
+		}
+	}
+	return r, nil
+}
+
+func (v *View) checkString(id uint32, what string) error {
+	if uint64(id) >= uint64(v.nstr) {
+		return errorf("%s refers to string %d of %d", what, id, v.nstr)
+	}
+	return nil
+}
+
+func (v *View) strBytes(id uint32) []byte {
+	return v.blob[le.Uint32(v.offs[4*id:]):le.Uint32(v.offs[4*id+4:])]
+}
+
+func (v *View) str(id uint32) string {
+	b := v.strBytes(id)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func (v *View) strCompare(a, b uint32) int { return bytes.Compare(v.strBytes(a), v.strBytes(b)) }
+
+// Minor is the request's minor ABI version.
+func (v *View) Minor() uint16 { return le.Uint16(v.buf[6:]) }
+
+// Group is the consumer group's name.
+func (v *View) Group() string { return v.str(v.group) }
+
+// NumQueues is len(mqAll).
+func (v *View) NumQueues() int { return len(v.queues) / 12 }
+
+// Queue returns mqAll[i].
+func (v *View) Queue(i int) Queue {
+	r := v.queues[12*i:]
+	return Queue{Topic: v.str(le.Uint32(r)), BrokerName: v.str(le.Uint32(r[4:])), QueueID: int32(le.Uint32(r[8:]))}
+}
+
+// NumConsumers is len(cidAll).
+func (v *View) NumConsumers() int { return len(v.consumers) / 4 }
+
+// Consumer returns cidAll[i].
+func (v *View) Consumer(i int) string { return v.str(le.Uint32(v.consumers[4*i:])) }
+
+// WholeGroup reports whether the request asks for every consumer of cidAll (no targets section).
+func (v *View) WholeGroup() bool { return !v.hasTarget }
+
+// NumTargets is the number of results the response must carry.
+func (v *View) NumTargets() int {
+	if !v.hasTarget {
+		return v.NumConsumers()
+	}
+	return len(v.targets) / 4
+}
+
+// Target returns the consumer id of result i.
+func (v *View) Target(i int) string {
+	if !v.hasTarget {
+		return v.Consumer(i)
+	}
+	return v.str(le.Uint32(v.targets[4*i:]))
+}
+
+// TargetIndex returns the index of the first occurrence of target i's id in cidAll, or -1 when
+// the target is not a member (RocketMQ's indexOf). It relies on the encoder's rule that each
+// distinct string is stored once, so ids compare as integers.
+func (v *View) TargetIndex(i int) int {
+	if v.first == nil {
+		v.first = make([]int32, v.nstr)
+		for j := range v.first {
+			v.first[j] = -1
+		}
+		for j := v.NumConsumers() - 1; j >= 0; j-- {
+			v.first[le.Uint32(v.consumers[4*j:])] = int32(j)
+		}
+	}
+	var id uint32
+	if v.hasTarget {
+		id = le.Uint32(v.targets[4*i:])
+	} else {
+		id = le.Uint32(v.consumers[4*i:])
+	}
+	return int(v.first[id])
+}
+
+// Config returns the binding's setting for key.
+func (v *View) Config(key string) (string, bool) {
+	lo, hi := 0, len(v.config)/8
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		switch c := bytesCompareString(v.strBytes(le.Uint32(v.config[8*m:])), key); {
+		case c == 0:
+			return v.str(le.Uint32(v.config[8*m+4:])), true
+		case c < 0:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return "", false
+}
+
+func bytesCompareString(b []byte, s string) int {
+	if len(b) == 0 {
+		if s == "" {
+			return 0
+		}
+		return -1
+	}
+	return bytes.Compare(b, unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// HasQueueAttrs reports whether the request carries per-queue attributes at all.
+func (v *View) HasQueueAttrs() bool { return v.hasQAttr }
+
+// HasConsumerAttrs reports whether the request carries per-consumer attributes at all.
+func (v *View) HasConsumerAttrs() bool { return v.hasCAttr }
+
+// QueueLabel returns label key of queue i.
+func (v *View) QueueLabel(i int, key string) (string, bool) {
+	r, ok := v.find(v.qlabels, 12, i, key)
+	if !ok {
+		return "", false
+	}
+	return v.str(le.Uint32(r[8:])), true
+}
+
+// QueueMetric returns metric key of queue i.
+func (v *View) QueueMetric(i int, key string) (int64, bool) {
+	r, ok := v.find(v.qmetrics, 16, i, key)
+	if !ok {
+		return 0, false
+	}
+	return int64(le.Uint64(r[8:])), true
+}
+
+// ConsumerLabel returns label key of consumer i.
+func (v *View) ConsumerLabel(i int, key string) (string, bool) {
+	r, ok := v.find(v.clabels, 12, i, key)
+	if !ok {
+		return "", false
+	}
+	return v.str(le.Uint32(r[8:])), true
+}
+
+// ConsumerMetric returns metric key of consumer i.
+func (v *View) ConsumerMetric(i int, key string) (int64, bool) {
+	r, ok := v.find(v.cmetrics, 16, i, key)
+	if !ok {
+		return 0, false
+	}
+	return int64(le.Uint64(r[8:])), true
+}
+
+// find locates the record of (owner, key) in a sorted attribute section.
+func (v *View) find(sec []byte, size, owner int, key string) ([]byte, bool) {
+	lo, hi := 0, len(sec)/size
+	for lo < hi { // first record with index >= owner
+		m := int(uint(lo+hi) >> 1)
+		if int(le.Uint32(sec[m*size:])) < owner {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	for ; lo < len(sec)/size && int(le.Uint32(sec[lo*size:])) == owner; lo++ {
+		r := sec[lo*size:]
+		if bytesCompareString(v.strBytes(le.Uint32(r[4:])), key) == 0 {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// PrevOwner returns the consumer id that owned queue i in the previous generation.
+func (v *View) PrevOwner(i int) (string, bool) {
+	if v.prev == nil {
+		return "", false
+	}
+	id := le.Uint32(v.prev[4*i:])
+	if id == NoString {
+		return "", false
+	}
+	return v.str(id), true
+}
+
+// Request decodes the whole view into a Request whose strings alias the view's bytes.
+func (v *View) Request() *Request {
+	r := &Request{Group: v.Group()}
+	r.Queues = make([]Queue, v.NumQueues())
+	for i := range r.Queues {
+		r.Queues[i] = v.Queue(i)
+	}
+	r.Consumers = make([]string, v.NumConsumers())
+	for i := range r.Consumers {
+		r.Consumers[i] = v.Consumer(i)
+	}
+	if v.hasTarget {
+		r.Targets = make([]string, len(v.targets)/4)
+		for i := range r.Targets {
+			r.Targets[i] = v.Target(i)
+		}
+	}
+	if v.config != nil {
+		r.Config = make(map[string]string, len(v.config)/8)
+		for i := 0; i < len(v.config); i += 8 {
+			r.Config[v.str(le.Uint32(v.config[i:]))] = v.str(le.Uint32(v.config[i+4:]))
+		}
+	}
+	if v.hasQAttr {
+		r.QueueAttrs = v.attrs(v.qlabels, v.qmetrics, len(r.Queues))
+	}
+	if v.hasCAttr {
+		r.ConsumerAttrs = v.attrs(v.clabels, v.cmetrics, len(r.Consumers))
+	}
+	if v.prev != nil {
+		r.PrevOwners = make([]string, len(r.Queues))
+		for i := range r.PrevOwners {
+			r.PrevOwners[i], _ = v.PrevOwner(i)
+		}
+	}
+	return r
+}
+
+func (v *View) attrs(labels, metrics []byte, n int) []Attrs {
+	out := make([]Attrs, n)
+	for i := 0; i < len(labels); i += 12 {
+		a := &out[le.Uint32(labels[i:])]
+		if a.Labels == nil {
+			a.Labels = map[string]string{}
+		}
+		a.Labels[v.str(le.Uint32(labels[i+4:]))] = v.str(le.Uint32(labels[i+8:]))
+	}
+	for i := 0; i < len(metrics); i += 16 {
+		a := &out[le.Uint32(metrics[i:])]
+		if a.Metrics == nil {
+			a.Metrics = map[string]int64{}
+		}
+		a.Metrics[v.str(le.Uint32(metrics[i+4:]))] = int64(le.Uint64(metrics[i+8:]))
+	}
+	return out
+}
+
+// DecodeRequest parses and fully decodes a request. It copies b first, so the result does not
+// depend on b afterwards.
+func DecodeRequest(b []byte) (*Request, error) {
+	v, err := ParseRequest(bytes.Clone(b))
+	if err != nil {
+		return nil, err
+	}
+	return v.Request(), nil
+}

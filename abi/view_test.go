@@ -1,0 +1,178 @@
+package abi_test
+
+import (
+	"testing"
+
+	"github.com/allocd/allocd/abi"
+)
+
+func mustParse(t *testing.T, r *abi.Request) *abi.View {
+	t.Helper()
+	b, err := abi.EncodeRequest(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := abi.ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestViewTargetIndex(t *testing.T) {
+	v := mustParse(t, &abi.Request{
+		Group:     "g",
+		Queues:    queues("T", "b", 2),
+		Consumers: []string{"c1", "c2", "c2", "c3"},
+		// "g" and "T" are in the string table too, but not as consumers.
+		Targets: []string{"c2", "c9", "c3", "c1", "g", "T", ""},
+	})
+	if v.WholeGroup() || v.NumTargets() != 7 {
+		t.Fatalf("WholeGroup %v, NumTargets %d", v.WholeGroup(), v.NumTargets())
+	}
+	for i, want := range []int{1, -1, 3, 0, -1, -1, -1} {
+		if got := v.TargetIndex(i); got != want {
+			t.Errorf("TargetIndex(%d) for %q = %d, want %d", i, v.Target(i), got, want)
+		}
+	}
+
+	whole := mustParse(t, &abi.Request{Group: "g", Consumers: []string{"c1", "c1", "c2"}})
+	if !whole.WholeGroup() || whole.NumTargets() != 3 {
+		t.Fatalf("WholeGroup %v, NumTargets %d", whole.WholeGroup(), whole.NumTargets())
+	}
+	for i, want := range []int{0, 0, 2} { // the first occurrence, as RocketMQ's indexOf
+		if got := whole.TargetIndex(i); got != want || whole.Target(i) != whole.Consumer(i) {
+			t.Errorf("TargetIndex(%d) = %d, want %d", i, got, want)
+		}
+	}
+
+	empty := mustParse(t, &abi.Request{Targets: []string{}})
+	if empty.WholeGroup() || empty.NumTargets() != 0 {
+		t.Errorf("an empty target list is not the whole group: WholeGroup %v, NumTargets %d", empty.WholeGroup(), empty.NumTargets())
+	}
+}
+
+func TestViewConfig(t *testing.T) {
+	v := mustParse(t, &abi.Request{Config: map[string]string{"vnodes": "10", "a": "1", "": "empty key", "z": "", "mode": "fast"}})
+	for _, c := range []struct {
+		key, want string
+		ok        bool
+	}{
+		{"vnodes", "10", true}, {"a", "1", true}, {"", "empty key", true}, {"z", "", true}, {"mode", "fast", true},
+		{"vnode", "", false}, {"vnodes2", "", false}, {"A", "", false}, {"zz", "", false},
+	} {
+		if got, ok := v.Config(c.key); got != c.want || ok != c.ok {
+			t.Errorf("Config(%q) = %q, %v; want %q, %v", c.key, got, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := mustParse(t, &abi.Request{}).Config("vnodes"); ok {
+		t.Errorf("Config found a key in a request without config")
+	}
+}
+
+func TestViewAttrs(t *testing.T) {
+	v := mustParse(t, &abi.Request{
+		Queues: queues("T", "b", 3),
+		QueueAttrs: []abi.Attrs{
+			{Labels: map[string]string{"zone": "a", "rack": "r1"}, Metrics: map[string]int64{"lag": 5}},
+			{},
+			{Labels: map[string]string{"zone": ""}, Metrics: map[string]int64{"lag": -7, "size": 1 << 40}},
+		},
+		Consumers:     []string{"c1", "c2"},
+		ConsumerAttrs: []abi.Attrs{{}, {Labels: map[string]string{"zone": "b"}, Metrics: map[string]int64{"weight": 3}}},
+	})
+	if !v.HasQueueAttrs() || !v.HasConsumerAttrs() {
+		t.Fatalf("HasQueueAttrs %v, HasConsumerAttrs %v", v.HasQueueAttrs(), v.HasConsumerAttrs())
+	}
+	labels := []struct {
+		i         int
+		key, want string
+		ok        bool
+	}{
+		{0, "zone", "a", true}, {0, "rack", "r1", true}, {0, "lag", "", false},
+		{1, "zone", "", false}, {2, "zone", "", true}, {2, "rack", "", false},
+	}
+	for _, c := range labels {
+		if got, ok := v.QueueLabel(c.i, c.key); got != c.want || ok != c.ok {
+			t.Errorf("QueueLabel(%d, %q) = %q, %v; want %q, %v", c.i, c.key, got, ok, c.want, c.ok)
+		}
+	}
+	metrics := []struct {
+		i    int
+		key  string
+		want int64
+		ok   bool
+	}{
+		{0, "lag", 5, true}, {0, "size", 0, false}, {1, "lag", 0, false}, {2, "lag", -7, true}, {2, "size", 1 << 40, true},
+	}
+	for _, c := range metrics {
+		if got, ok := v.QueueMetric(c.i, c.key); got != c.want || ok != c.ok {
+			t.Errorf("QueueMetric(%d, %q) = %d, %v; want %d, %v", c.i, c.key, got, ok, c.want, c.ok)
+		}
+	}
+	if _, ok := v.ConsumerLabel(0, "zone"); ok {
+		t.Errorf("consumer 0 has no labels")
+	}
+	if got, ok := v.ConsumerLabel(1, "zone"); got != "b" || !ok {
+		t.Errorf("ConsumerLabel(1, zone) = %q, %v", got, ok)
+	}
+	if got, ok := v.ConsumerMetric(1, "weight"); got != 3 || !ok {
+		t.Errorf("ConsumerMetric(1, weight) = %d, %v", got, ok)
+	}
+	if _, ok := v.ConsumerMetric(0, "weight"); ok {
+		t.Errorf("consumer 0 has no metrics")
+	}
+
+	bare := mustParse(t, &abi.Request{Queues: queues("T", "b", 1), Consumers: []string{"c"}})
+	if bare.HasQueueAttrs() || bare.HasConsumerAttrs() {
+		t.Errorf("a request without attributes claims some")
+	}
+	if _, ok := bare.QueueLabel(0, "zone"); ok {
+		t.Errorf("QueueLabel found a label in a request without attributes")
+	}
+	if _, ok := bare.ConsumerMetric(0, "weight"); ok {
+		t.Errorf("ConsumerMetric found a metric in a request without attributes")
+	}
+}
+
+func TestViewPrevOwner(t *testing.T) {
+	v := mustParse(t, &abi.Request{Queues: queues("T", "b", 3), Consumers: []string{"c1"}, PrevOwners: []string{"c1", "", "gone"}})
+	for i, want := range []struct {
+		owner string
+		ok    bool
+	}{{"c1", true}, {"", false}, {"gone", true}} {
+		if got, ok := v.PrevOwner(i); got != want.owner || ok != want.ok {
+			t.Errorf("PrevOwner(%d) = %q, %v; want %q, %v", i, got, ok, want.owner, want.ok)
+		}
+	}
+	if _, ok := mustParse(t, &abi.Request{Queues: queues("T", "b", 1)}).PrevOwner(0); ok {
+		t.Errorf("PrevOwner found an owner in a request without previous owners")
+	}
+}
+
+func TestViewBasics(t *testing.T) {
+	v := mustParse(t, &abi.Request{Group: "grp", Queues: []abi.Queue{q("T", "b", 7), q("U", "c", -1)}, Consumers: []string{"x"}})
+	if v.Group() != "grp" || v.NumQueues() != 2 || v.Queue(1) != q("U", "c", -1) || v.Consumer(0) != "x" || v.Minor() != abi.Minor {
+		t.Errorf("view reads %q %d %v %q %d", v.Group(), v.NumQueues(), v.Queue(1), v.Consumer(0), v.Minor())
+	}
+	later, err := abi.ParseRequest(readBin(t, "req-unknown-section"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.Minor() != 1 || later.NumQueues() != 2 {
+		t.Errorf("a v1.1 request reads as minor %d with %d queues", later.Minor(), later.NumQueues())
+	}
+}
+
+// DecodeRequest copies its input: the request does not change when the bytes do.
+func TestDecodeRequestCopies(t *testing.T) {
+	b, _ := abi.EncodeRequest(nil, &abi.Request{Group: "g", Consumers: []string{"c1"}})
+	r, err := abi.DecodeRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(b)
+	if r.Group != "g" || r.Consumers[0] != "c1" {
+		t.Errorf("decoded request changed with its input: %+v", r)
+	}
+}

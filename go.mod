@@ -1,0 +1,21 @@
+module github.com/allocd/allocd
+
+go 1.26.0
+
+require (
+	github.com/extism/go-pdk v1.1.3
+	github.com/rs/zerolog v1.35.1
+	github.com/tetratelabs/wazero v1.12.0
+)
+
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/cockroachdb/datadriven v1.0.3 // indirect
+	github.com/fsnotify/fsnotify v1.10.1 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	go.etcd.io/bbolt v1.5.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

@@ -1,0 +1,65 @@
+package host
+
+import (
+	"errors"
+	"strings"
+)
+
+// Kind classifies a plugin failure.
+type Kind string
+
+// The kinds of Error.
+const (
+	// KindLoad: the module could not be compiled, linked or checked.
+	KindLoad Kind = "load"
+	// KindTrap: the guest trapped (a Go panic, an out-of-memory, unreachable code).
+	KindTrap Kind = "trap"
+	// KindTimeout: the call ran past its deadline and was stopped.
+	KindTimeout Kind = "timeout"
+	// KindCanceled: the caller gave up before the call ended.
+	KindCanceled Kind = "canceled"
+	// KindFailed: the plugin returned a failure for the whole call.
+	KindFailed Kind = "failed"
+	// KindInvalid: the plugin answered, but the answer broke the ABI (malformed, an index out of
+	// range, a queue given to two consumers, too large).
+	KindInvalid Kind = "invalid"
+	// KindClosed: the plugin was closed.
+	KindClosed Kind = "closed"
+)
+
+// Error is a failure of one plugin, naming the plugin and the cause.
+type Error struct {
+	Plugin string
+	Kind   Kind
+	Err    error
+	// Stderr is what the guest wrote to its standard error before the failure (where a Go
+	// panic writes its message), trimmed to the last few KiB.
+	Stderr string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("plugin ")
+	b.WriteString(quote(e.Plugin))
+	b.WriteString(": ")
+	b.WriteString(string(e.Kind))
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		b.WriteString("; guest stderr: ")
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsKind reports whether err is a plugin Error of kind k.
+func IsKind(err error, k Kind) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == k
+}
+
+func quote(s string) string { return "\"" + s + "\"" }

@@ -1,0 +1,300 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/wasmbuild"
+)
+
+// cacheDir is shared by every runtime of the test process: compiling a Go guest under the race
+// detector takes seconds, so each module is compiled once.
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	cacheDir, _ = os.MkdirTemp("", "allocd-host-cache-")
+	code := m.Run()
+	os.RemoveAll(cacheDir)
+	wasmbuild.Cleanup()
+	os.Exit(code)
+}
+
+// syncBuffer collects log lines written from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newRuntime(t testing.TB, cfg host.Config) *host.Runtime {
+	t.Helper()
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = cacheDir
+	}
+	rt, err := host.NewRuntime(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt
+}
+
+func load(t testing.TB, rt *host.Runtime, name string) *host.Plugin {
+	t.Helper()
+	p, err := rt.Load(context.Background(), name, wasmbuild.Bytes(t, "host/testdata/plugins/"+name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+func queues(topic string, brokers, perBroker int) []abi.Queue {
+	var qs []abi.Queue
+	for b := range brokers {
+		for q := range perBroker {
+			qs = append(qs, abi.Queue{Topic: topic, BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(q)})
+		}
+	}
+	return qs
+}
+
+func TestFirstPluginWholeGroup(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p := load(t, rt, "first")
+	if got := p.Info(); got.Name != "first" || got.Version != "1.0.0" || got.ABI != "1.0" {
+		t.Fatalf("Info = %+v", got)
+	}
+	req := &abi.Request{Group: "g", Queues: queues("T", 2, 3), Consumers: []string{"c2", "c1", "c3"}}
+	resp, err := p.Allocate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The host sorts cidAll, so c1 is first and takes every queue.
+	if req.Consumers[0] != "c1" {
+		t.Fatalf("consumers not sorted: %v", req.Consumers)
+	}
+	if len(resp.Results) != 3 || len(resp.Results[0].Indices) != 6 || len(resp.Results[1].Indices) != 0 {
+		t.Fatalf("results = %+v", resp.Results)
+	}
+}
+
+func TestCanonicalOrderBeforeCall(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p := load(t, rt, "first")
+	qs := []abi.Queue{{"T", "broker-2", 0}, {"T", "broker-10", 1}, {"T", "broker-10", 0}, {"A", "b", 3}}
+	req := &abi.Request{Group: "g", Queues: qs, Consumers: []string{"c"}}
+	if _, err := p.Allocate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	want := []abi.Queue{{"A", "b", 3}, {"T", "broker-10", 0}, {"T", "broker-10", 1}, {"T", "broker-2", 0}}
+	for i := range want {
+		if req.Queues[i] != want[i] {
+			t.Fatalf("queues = %v, want %v", req.Queues, want)
+		}
+	}
+	if qs[0].BrokerName != "broker-2" {
+		t.Fatal("Allocate reordered the caller's slice")
+	}
+}
+
+func TestPlainPDKPlugin(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p := load(t, rt, "plainpdk")
+	if p.Info().Name != "plainpdk" || p.Info().Version != "unknown" {
+		t.Fatalf("Info = %+v, want the load name and version unknown", p.Info())
+	}
+	req := &abi.Request{Group: "g", Queues: queues("T", 1, 5), Consumers: []string{"a", "b"}, Targets: []string{"b", "zz"}}
+	resp, err := p.Allocate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(resp.Results[0].Indices, resp.Results[1].Indices); got != "[1 3] []" {
+		t.Fatalf("results = %s", got)
+	}
+	req = &abi.Request{Group: "g", Queues: queues("T", 1, 5), Consumers: []string{"a"}, Config: map[string]string{"fail": "now"}}
+	_, err = p.Allocate(context.Background(), req)
+	if !host.IsKind(err, host.KindFailed) || !strings.Contains(err.Error(), "asked to fail: now") {
+		t.Fatalf("err = %v, want the plugin's own failure", err)
+	}
+}
+
+func TestPluginLogsAndPerConsumerErrors(t *testing.T) {
+	var logs syncBuffer
+	rt := newRuntime(t, host.Config{Logger: zerolog.New(&logs).Level(zerolog.InfoLevel)})
+	p := load(t, rt, "logger")
+	if !p.Info().Has(abi.PropPartial) || p.Info().Version != "2.1" {
+		t.Fatalf("Info = %+v", p.Info())
+	}
+	req := &abi.Request{Group: "g", Queues: queues("T", 1, 2), Consumers: []string{"bad", "good"}}
+	resp, err := p.Allocate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Results[0].Failed || resp.Results[0].Err != "consumer bad is refused" || resp.Results[1].Failed {
+		t.Fatalf("results = %+v", resp.Results)
+	}
+	if out := logs.String(); !strings.Contains(out, `"plugin":"logger"`) || !strings.Contains(out, "allocating for good") {
+		t.Fatalf("plugin log lines missing: %s", out)
+	}
+}
+
+// TestHostilePlugins: each bad plugin yields a clear error within its deadline, and the same
+// runtime keeps serving a good plugin afterwards.
+func TestHostilePlugins(t *testing.T) {
+	rt := newRuntime(t, host.Config{Timeout: 300 * time.Millisecond, MemoryLimitPages: 256, MaxOutput: 1 << 20})
+	good := load(t, rt, "first")
+	req := func() *abi.Request {
+		return &abi.Request{Group: "g", Queues: queues("T", 1, 4), Consumers: []string{"c1", "c2"}}
+	}
+	cases := []struct {
+		plugin string
+		kind   host.Kind
+		want   string
+	}{
+		{"trap", host.KindTrap, "assignment to entry in nil map"},
+		{"loop", host.KindTimeout, "deadline"},
+		{"memhog", host.KindTrap, "out of memory"},
+		{"hugeoutput", host.KindTrap, "exceeds the 1048576-byte limit"},
+		{"outofrange", host.KindInvalid, "out of range [0,4)"},
+		{"doubleassign", host.KindInvalid, `given to both "c1" and "c2"`},
+	}
+	for _, c := range cases {
+		t.Run(c.plugin, func(t *testing.T) {
+			p := load(t, rt, c.plugin)
+			start := time.Now()
+			_, err := p.Allocate(context.Background(), req())
+			if !host.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `plugin "`+c.plugin+`"`) {
+				t.Fatalf("err = %v, want kind %s naming %q and %q", err, c.kind, c.plugin, c.want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("took %v", d)
+			}
+			// A second call gets a fresh instance and fails again. (A guest that grows its heap
+			// to the cap may be stopped by the deadline first, while its collector thrashes.)
+			if _, err := p.Allocate(context.Background(), req()); !host.IsKind(err, c.kind) && !(c.plugin == "memhog" && host.IsKind(err, host.KindTimeout)) {
+				t.Fatalf("second call: %v", err)
+			}
+			if _, err := good.Allocate(context.Background(), req()); err != nil {
+				t.Fatalf("good plugin after %s: %v", c.plugin, err)
+			}
+		})
+	}
+}
+
+func TestLoadRefusesBadModules(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	cases := []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"wrongabi", wasmbuild.Bytes(t, "host/testdata/plugins/wrongabi"), "plugin speaks ABI 2.0; this host speaks 1.x"},
+		{"noexport", wasmbuild.Bytes(t, "host/testdata/plugins/noexport"), `missing export "allocate" () -> (i32)`},
+		{"notwasm", []byte("#!/bin/sh\necho hello\n"), "not a WebAssembly module"},
+		{"truncated", wasmbuild.Bytes(t, "host/testdata/plugins/noop")[:5000], "compile"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := rt.Load(context.Background(), c.name, c.wasm)
+			if !host.IsKind(err, host.KindLoad) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.name) {
+				t.Fatalf("err = %v, want a load error naming %q with %q", err, c.name, c.want)
+			}
+		})
+	}
+}
+
+func TestConcurrentAllocate(t *testing.T) {
+	rt := newRuntime(t, host.Config{MaxInstances: 4})
+	plugins := []*host.Plugin{load(t, rt, "first"), load(t, rt, "plainpdk")}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := plugins[g%2]
+			for i := range 40 {
+				n := 1 + (g+i)%7
+				cids := make([]string, n)
+				for j := range cids {
+					cids[j] = fmt.Sprintf("c%02d", j)
+				}
+				resp, err := p.Allocate(context.Background(), &abi.Request{Group: "g", Queues: queues("T", 2, 8), Consumers: cids})
+				if err != nil {
+					errs <- err
+					return
+				}
+				total := 0
+				for _, r := range resp.Results {
+					total += len(r.Indices)
+				}
+				if total != 16 {
+					errs <- fmt.Errorf("%s gave %d of 16 queues", p.Name(), total)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if s := plugins[0].Stats(); s.Calls != 160 || s.Failures != 0 || s.Instances > 4 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestCompiledCodeCache(t *testing.T) {
+	dir := t.TempDir()
+	wasm := wasmbuild.Bytes(t, "host/testdata/plugins/first")
+	for i := range 2 {
+		rt := newRuntime(t, host.Config{CacheDir: dir})
+		start := time.Now()
+		p, err := rt.Load(context.Background(), "first", wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("load %d took %v", i, time.Since(start))
+		p.Close(context.Background())
+		rt.Close(context.Background())
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("cache dir %s is empty (%v)", dir, err)
+	}
+}
+
+func TestClosedPluginRefusesCalls(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	p := load(t, rt, "first")
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Allocate(context.Background(), &abi.Request{Group: "g", Queues: queues("T", 1, 1), Consumers: []string{"c"}})
+	if !host.IsKind(err, host.KindClosed) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,280 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// instance is one instantiated module. It serves one call at a time.
+type instance struct {
+	p        *Plugin
+	mod      api.Module
+	allocate api.Function
+	describe api.Function // nil when the plugin does not describe itself
+	version  api.Function
+	stack    []uint64
+	stderr   *tailBuffer
+	calls    int
+
+	// Per-call state, reset by begin.
+	input  []byte
+	output []byte
+	errMsg string
+	errSet bool
+	config map[string]string
+	vars   map[string][]byte
+	varLen int
+	// arena is the Extism host memory: blocks are bump-allocated, 8-aligned, never at offset
+	// 0 (which means "none"), and all freed at once before the next call, because go-pdk never
+	// frees the blocks of Output, SetError and Log.
+	arena  []byte
+	blocks []block
+}
+
+type block struct{ off, len uint64 }
+
+const maxVars = 1 << 20
+
+func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
+	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, with the instance in ctx
+		WithStderr(in.stderr).
+		WithStdout(in.stderr).
+		// A fixed seed: every instance sees the same "random" bytes, so answers do not depend on
+		// which pooled instance served them.
+		WithRandSource(rand.NewChaCha8([32]byte{}))
+	ictx := context.WithValue(ctx, instKey{}, in)
+	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, cfg)
+	if err != nil {
+		return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("instantiate: %w", err), Stderr: in.stderr.String()}
+	}
+	in.mod = mod
+	if init := mod.ExportedFunction("_initialize"); init != nil {
+		if _, err := init.Call(ictx); err != nil {
+			mod.Close(ctx)
+			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("_initialize: %w", err), Stderr: in.stderr.String()}
+		}
+	}
+	// Look exports up once: ExportedFunction costs microseconds and kilobytes per lookup.
+	in.allocate = mod.ExportedFunction("allocate")
+	in.version = mod.ExportedFunction("allocd_abi_version")
+	in.describe = mod.ExportedFunction("allocd_describe")
+	p.stats.instances.Add(1)
+	return in, nil
+}
+
+func (in *instance) close(ctx context.Context) {
+	in.mod.Close(ctx)
+	in.p.stats.instances.Add(-1)
+}
+
+// begin resets the per-call state.
+func (in *instance) begin(input []byte, config map[string]string) {
+	in.input, in.config = input, config
+	in.output = in.output[:0]
+	in.errMsg, in.errSet = "", false
+	in.arena = in.arena[:0]
+	in.blocks = in.blocks[:0]
+	if len(in.vars) > 0 {
+		// Vars live per instance; cleared per call, pooled instances cannot disagree.
+		clear(in.vars)
+		in.varLen = 0
+	}
+	in.stderr.Reset()
+}
+
+// call runs fn with input and returns its output. A non-nil error means the instance must not be
+// used again, except for a KindFailed error (the plugin reported failure normally).
+func (in *instance) call(ctx context.Context, fn api.Function, input []byte, config map[string]string) ([]byte, error) {
+	rc, err := in.invoke(ctx, fn, input, config)
+	if err != nil {
+		return nil, err
+	}
+	if rc != 0 {
+		msg := in.errMsg
+		if !in.errSet {
+			msg = fmt.Sprintf("returned status %d without an error message", rc)
+		}
+		return nil, &Error{Plugin: in.p.name, Kind: KindFailed, Err: errors.New(msg)}
+	}
+	return in.output, nil
+}
+
+// invoke runs fn under the call deadline and returns its i32 result.
+func (in *instance) invoke(ctx context.Context, fn api.Function, input []byte, config map[string]string) (int32, error) {
+	in.begin(input, config)
+	in.calls++
+	ctx = context.WithValue(ctx, instKey{}, in)
+	cctx, cancel := context.WithTimeout(ctx, in.p.rt.cfg.Timeout)
+	in.stack[0] = 0
+	err := fn.CallWithStack(cctx, in.stack)
+	cancel()
+	if err != nil {
+		return 0, in.failure(ctx, err)
+	}
+	return int32(in.stack[0]), nil
+}
+
+// failure classifies an error from the guest call.
+func (in *instance) failure(ctx context.Context, err error) error {
+	var exit *sys.ExitError
+	kind := KindTrap
+	if errors.As(err, &exit) {
+		switch {
+		case exit.ExitCode() == sys.ExitCodeDeadlineExceeded && ctx.Err() == nil:
+			kind = KindTimeout
+			err = fmt.Errorf("stopped after the %v deadline", in.p.rt.cfg.Timeout)
+		case exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled:
+			kind = KindCanceled
+			err = fmt.Errorf("caller gave up: %w", ctx.Err())
+		default:
+			err = fmt.Errorf("exited with code %d", exit.ExitCode())
+		}
+	}
+	return &Error{Plugin: in.p.name, Kind: kind, Err: err, Stderr: in.stderr.String()}
+}
+
+func (in *instance) alloc(n uint64) uint64 {
+	if n == 0 {
+		return 0
+	}
+	off := uint64(len(in.arena)+7) &^ 7
+	if off == 0 {
+		off = 8
+	}
+	if off+n > uint64(in.p.rt.cfg.MaxArena) {
+		return 0 // Extism reports exhaustion as a null block
+	}
+	in.arena = slices.Grow(in.arena, int(off+n)-len(in.arena))[:off+n]
+	in.blocks = append(in.blocks, block{off, n})
+	return off
+}
+
+func (in *instance) allocBytes(s string) uint64 {
+	p := in.alloc(uint64(len(s)))
+	if p != 0 {
+		copy(in.arena[p:], s)
+	}
+	return p
+}
+
+// length answers the length of the block at p, or 0 when p does not start a block.
+func (in *instance) length(p uint64) uint64 {
+	i, ok := slices.BinarySearchFunc(in.blocks, p, func(b block, p uint64) int {
+		switch {
+		case b.off < p:
+			return -1
+		case b.off > p:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return 0
+	}
+	return in.blocks[i].len
+}
+
+func (in *instance) block(p uint64, what string) []byte {
+	n := in.length(p)
+	if n == 0 && p != 0 {
+		// Extism allows zero-length blocks only as the null block.
+		trap("%s: %d is not a block of host memory", what, p)
+	}
+	return in.arena[p : p+n]
+}
+
+func (in *instance) arenaRange(p, n uint64, what string) []byte {
+	if p+n < p || p+n > uint64(len(in.arena)) {
+		trap("%s: [%d,%d) is outside the %d bytes of host memory", what, p, p+n, len(in.arena))
+	}
+	return in.arena[p : p+n]
+}
+
+func (in *instance) inputRange(off, n uint64) []byte {
+	if off+n < off || off+n > uint64(len(in.input)) {
+		trap("input read at [%d,%d) is outside the %d-byte input", off, off+n, len(in.input))
+	}
+	return in.input[off : off+n]
+}
+
+func (in *instance) setOutput(b []byte) { in.output = append(in.output[:0], b...) }
+
+const maxErrorBytes = 64 << 10
+
+func (in *instance) setError(b []byte) {
+	if len(b) > maxErrorBytes {
+		b = b[:maxErrorBytes]
+	}
+	in.errMsg, in.errSet = string(b), true
+}
+
+func (in *instance) setVar(key string, val uint64) {
+	if old, ok := in.vars[key]; ok {
+		in.varLen -= len(key) + len(old)
+		delete(in.vars, key)
+	}
+	if val == 0 {
+		return
+	}
+	v := in.block(val, "var_set")
+	if in.varLen+len(key)+len(v) > maxVars {
+		trap("var_set: vars would exceed %d bytes", maxVars)
+	}
+	in.vars[key] = slices.Clone(v)
+	in.varLen += len(key) + len(v)
+}
+
+func (in *instance) logMessage(level zerolog.Level, msg []byte) {
+	if e := in.p.log.WithLevel(level); e != nil {
+		e.Bool("guest", true).Msg(string(msg))
+	}
+}
+
+// tailBuffer keeps the last max bytes written: enough for a Go panic's message and stack head,
+// bounded whatever the guest writes.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+func (t *tailBuffer) Reset() {
+	t.mu.Lock()
+	t.buf = t.buf[:0]
+	t.mu.Unlock()
+}

@@ -1,0 +1,275 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/allocd/allocd/abi"
+)
+
+// Plugin is one compiled module with its pool of instances. Its methods are safe for concurrent
+// use: each call takes an idle instance or starts a new one, up to Config.MaxInstances.
+type Plugin struct {
+	rt       *Runtime
+	name     string
+	hash     string
+	compiled wazero.CompiledModule
+	info     abi.Info
+	loadedAt time.Time
+	log      zerolog.Logger
+	pool     pool
+	stats    stats
+	encoders sync.Pool
+
+	closeOnce sync.Once
+	closing   chan struct{}
+	inflight  sync.WaitGroup
+	mu        sync.Mutex // guards closed and inflight.Add against Close
+	closed    bool
+}
+
+type stats struct {
+	calls, failures, traps, timeouts, invalid atomic.Int64
+	instances, created, discarded            atomic.Int64
+}
+
+// Stats are a plugin's counters since it was loaded.
+type Stats struct {
+	Calls     int64 `json:"calls"`
+	Failures  int64 `json:"failures"`
+	Traps     int64 `json:"traps"`
+	Timeouts  int64 `json:"timeouts"`
+	Invalid   int64 `json:"invalid"`
+	Instances int64 `json:"instances"`
+	Created   int64 `json:"created"`
+	Discarded int64 `json:"discarded"`
+}
+
+func newPlugin(rt *Runtime, name, hash string, compiled wazero.CompiledModule) *Plugin {
+	p := &Plugin{
+		rt: rt, name: name, hash: hash, compiled: compiled, loadedAt: time.Now(),
+		log:     rt.log.With().Str("plugin", name).Logger(),
+		closing: make(chan struct{}),
+	}
+	p.pool.init(rt.cfg.MaxInstances)
+	return p
+}
+
+// Name is the name the plugin was loaded under.
+func (p *Plugin) Name() string { return p.name }
+
+// Hash is the hex SHA-256 of the module's bytes.
+func (p *Plugin) Hash() string { return p.hash }
+
+// Info is the plugin's self-description. A plugin without allocd_describe gets its load name
+// and version "unknown".
+func (p *Plugin) Info() abi.Info { return p.info }
+
+// LoadedAt is when the plugin finished loading.
+func (p *Plugin) LoadedAt() time.Time { return p.loadedAt }
+
+// Stats returns the plugin's counters.
+func (p *Plugin) Stats() Stats {
+	s := &p.stats
+	return Stats{
+		Calls: s.calls.Load(), Failures: s.failures.Load(), Traps: s.traps.Load(), Timeouts: s.timeouts.Load(),
+		Invalid: s.invalid.Load(), Instances: s.instances.Load(), Created: s.created.Load(), Discarded: s.discarded.Load(),
+	}
+}
+
+func (p *Plugin) describe(ctx context.Context, in *instance) error {
+	v, err := in.invoke(ctx, in.version, nil, nil)
+	if err != nil {
+		return err
+	}
+	major, minor := abi.SplitVersion(v)
+	if major != abi.Major {
+		return &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("plugin speaks ABI %d.%d; this host speaks %d.x", major, minor, abi.Major)}
+	}
+	if in.describe == nil {
+		p.info = abi.Info{Name: p.name, Version: "unknown", ABI: fmt.Sprintf("%d.%d", major, minor)}
+		return nil
+	}
+	out, err := in.call(ctx, in.describe, nil, nil)
+	if err != nil {
+		return err
+	}
+	info, err := abi.ParseInfo(out)
+	if err != nil {
+		return &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("allocd_describe: %w", err)}
+	}
+	p.info = *info
+	return nil
+}
+
+// Allocate asks the plugin for an assignment. It sorts req.Queues and req.Consumers into
+// canonical order first (abi.Canonicalize, which replaces those slices rather than reordering the
+// caller's), so the indices in the response refer to req's sorted lists. The answer is checked
+// with abi.Validate; a failing answer is an error, never returned.
+func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
+	abi.Canonicalize(req)
+	enc, _ := p.encoders.Get().(*encoder)
+	if enc == nil {
+		enc = &encoder{}
+	}
+	defer p.encoders.Put(enc)
+	var err error
+	enc.buf, err = enc.Encode(enc.buf[:0], req)
+	if err != nil {
+		return nil, &Error{Plugin: p.name, Kind: KindInvalid, Err: fmt.Errorf("request: %w", err)}
+	}
+	resp := &abi.Response{}
+	err = p.Call(ctx, enc.buf, req.Config, func(out []byte) error {
+		if err := abi.DecodeResponse(out, resp); err != nil {
+			return err
+		}
+		return abi.Validate(req, resp)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+type encoder struct {
+	abi.Encoder
+	buf []byte
+}
+
+// Call runs allocate on an encoded request and hands the raw output to use, which must not keep
+// it: the buffer belongs to the instance. An error from use is reported as an invalid answer.
+// Allocate is Call plus encoding and checking; Call serves tools that work on raw encodings.
+func (p *Plugin) Call(ctx context.Context, input []byte, config map[string]string, use func(out []byte) error) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	defer p.inflight.Done()
+	p.stats.calls.Add(1)
+	in, err := p.acquire(ctx)
+	if err != nil {
+		p.stats.failures.Add(1)
+		return err
+	}
+	out, err := in.call(ctx, in.allocate, input, config)
+	if err == nil {
+		if uerr := use(out); uerr != nil {
+			err = &Error{Plugin: p.name, Kind: KindInvalid, Err: uerr}
+		}
+	}
+	p.release(ctx, in, err)
+	if err != nil {
+		p.count(err)
+		p.log.Warn().Err(err).Msg("plugin call failed")
+	}
+	return err
+}
+
+func (p *Plugin) count(err error) {
+	p.stats.failures.Add(1)
+	var e *Error
+	if errors.As(err, &e) {
+		switch e.Kind {
+		case KindTrap:
+			p.stats.traps.Add(1)
+		case KindTimeout:
+			p.stats.timeouts.Add(1)
+		case KindInvalid:
+			p.stats.invalid.Add(1)
+		}
+	}
+}
+
+func (p *Plugin) enter() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return &Error{Plugin: p.name, Kind: KindClosed, Err: errors.New("plugin is closed")}
+	}
+	p.inflight.Add(1)
+	return nil
+}
+
+// acquire takes an idle instance, or starts one when fewer than MaxInstances exist, or waits.
+func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case p.pool.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &Error{Plugin: p.name, Kind: KindCanceled, Err: fmt.Errorf("waiting for an instance: %w", ctx.Err())}
+	}
+	if in := p.pool.get(); in != nil {
+		return in, nil
+	}
+	in, err := p.newInstance(context.WithoutCancel(ctx))
+	if err != nil {
+		<-p.pool.slots
+		return nil, err
+	}
+	p.stats.created.Add(1)
+	return in, nil
+}
+
+// release returns an instance to the pool, or discards it when the call broke it (a trap or a
+// timeout leaves a Go guest's runtime in an undefined state), when it grew past three quarters
+// of the memory cap, or after RecycleAfter calls.
+func (p *Plugin) release(ctx context.Context, in *instance, err error) {
+	defer func() { <-p.pool.slots }()
+	broken := err != nil && !IsKind(err, KindFailed) && !IsKind(err, KindInvalid)
+	grown := in.mod.Memory() != nil && in.mod.Memory().Size() > p.rt.cfg.MemoryLimitPages*65536/4*3
+	if broken || grown || in.calls >= p.rt.cfg.RecycleAfter {
+		in.close(context.WithoutCancel(ctx))
+		p.stats.discarded.Add(1)
+		return
+	}
+	p.pool.put(in)
+}
+
+// Close stops new calls, waits for calls in flight (or ctx), then frees every instance and the
+// compiled code.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("plugin %q: close: %w with calls in flight", p.name, ctx.Err())
+	}
+	for in := p.pool.get(); in != nil; in = p.pool.get() {
+		in.close(context.Background())
+	}
+	return p.compiled.Close(context.Background())
+}
+
+type pool struct {
+	slots chan struct{}
+	mu    sync.Mutex
+	idle  []*instance
+}
+
+func (p *pool) init(max int) { p.slots = make(chan struct{}, max) }
+
+func (p *pool) get() *instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		in := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return in
+	}
+	return nil
+}
+
+func (p *pool) put(in *instance) {
+	p.mu.Lock()
+	p.idle = append(p.idle, in)
+	p.mu.Unlock()
+}

@@ -1,0 +1,201 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/allocd/allocd/abi"
+)
+
+// Runtime compiles and runs plugins. It is safe for concurrent use; one per process is enough.
+type Runtime struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+	log   zerolog.Logger
+	// compileMu runs one compilation at a time: compiling competes with traffic for the CPU,
+	// and the compilation cache does not deduplicate concurrent compiles of one module.
+	compileMu sync.Mutex
+}
+
+// NewRuntime starts a runtime with the Extism and allocd imports and WASI (no files, no
+// environment, fake clocks, fixed randomness).
+func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
+	cfg = cfg.withDefaults()
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("host: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		cache = c
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(cache).
+		WithMemoryLimitPages(cfg.MemoryLimitPages).
+		// The only way to stop a looping guest; its cost is measured in BENCHMARKS.md.
+		WithCloseOnContextDone(true).
+		WithCustomSections(false)
+	r := &Runtime{cfg: cfg, rt: wazero.NewRuntimeWithConfig(ctx, rc), cache: cache, log: cfg.Logger}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		r.rt.Close(ctx)
+		return nil, fmt.Errorf("host: WASI: %w", err)
+	}
+	if err := instantiateImports(ctx, r.rt); err != nil {
+		r.rt.Close(ctx)
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases the runtime and every plugin compiled by it.
+func (r *Runtime) Close(ctx context.Context) error {
+	err := r.rt.Close(ctx)
+	if cerr := r.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Config returns the runtime's configuration with defaults filled in.
+func (r *Runtime) Config() Config { return r.cfg }
+
+// Hash names a module's content: the hex SHA-256 of its bytes.
+func Hash(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:])
+}
+
+// Load compiles a module, checks that it speaks ABI v1, starts one instance (so a broken module
+// fails here, not on its first call) and reads its self-description. name identifies the plugin
+// in errors, logs and metrics.
+func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, error) {
+	start := time.Now()
+	loadErr := func(err error) error { return &Error{Plugin: name, Kind: KindLoad, Err: err} }
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return nil, loadErr(errors.New("not a WebAssembly module (no \\0asm magic)"))
+	}
+	r.compileMu.Lock()
+	cctx := experimental.WithCompilationWorkers(ctx, r.cfg.CompileWorkers)
+	compiled, err := r.rt.CompileModule(cctx, wasm)
+	r.compileMu.Unlock()
+	if err != nil {
+		return nil, loadErr(fmt.Errorf("compile: %w", err))
+	}
+	compileTime := time.Since(start)
+	if err := checkModule(compiled); err != nil {
+		compiled.Close(ctx)
+		return nil, loadErr(err)
+	}
+	p := newPlugin(r, name, Hash(wasm), compiled)
+	in, err := p.newInstance(ctx)
+	if err != nil {
+		compiled.Close(ctx)
+		return nil, err
+	}
+	if err := p.describe(ctx, in); err != nil {
+		in.close(ctx)
+		compiled.Close(ctx)
+		return nil, err
+	}
+	p.pool.put(in)
+	p.log.Info().Str("hash", p.hash[:12]).Str("version", p.info.Version).
+		Dur("compile", compileTime).Dur("load", time.Since(start)).Msg("plugin loaded")
+	return p, nil
+}
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// requiredExports are the exports ABI v1 demands, with their signatures.
+var requiredExports = []struct {
+	name            string
+	params, results []api.ValueType
+}{
+	{"allocate", nil, []api.ValueType{i32}},
+	{"allocd_abi_version", nil, []api.ValueType{i32}},
+}
+
+// checkModule refuses a module that lacks an export ABI v1 requires, or that imports something
+// the host does not provide, naming each problem: wazero's own link error names only the first.
+func checkModule(m wazero.CompiledModule) error {
+	var problems []string
+	exports := m.ExportedFunctions()
+	for _, want := range requiredExports {
+		def, ok := exports[want.name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("missing export %q %s", want.name, signature(want.params, want.results)))
+			continue
+		}
+		if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {
+			problems = append(problems, fmt.Sprintf("export %q is %s, want %s", want.name,
+				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
+		}
+	}
+	if def, ok := exports["allocd_describe"]; ok && (len(def.ParamTypes()) != 0 || !sameTypes(def.ResultTypes(), []api.ValueType{i32})) {
+		problems = append(problems, fmt.Sprintf("export \"allocd_describe\" is %s, want () -> (i32)", signature(def.ParamTypes(), def.ResultTypes())))
+	}
+	if _, ok := m.ExportedMemories()["memory"]; !ok {
+		problems = append(problems, `missing export "memory"`)
+	}
+	for _, imp := range m.ImportedFunctions() {
+		module, name, _ := imp.Import()
+		if module == wasi_snapshot_preview1.ModuleName {
+			continue
+		}
+		sig, ok := provided[module+"."+name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("imports %s.%s, which allocd does not provide", module, name))
+			continue
+		}
+		if !sameTypes(imp.ParamTypes(), sig.params) || !sameTypes(imp.ResultTypes(), sig.results) {
+			problems = append(problems, fmt.Sprintf("imports %s.%s as %s, allocd provides %s", module, name,
+				signature(imp.ParamTypes(), imp.ResultTypes()), signature(sig.params, sig.results)))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	sort.Strings(problems)
+	return fmt.Errorf("not an ABI v%d plugin: %s", abi.Major, strings.Join(problems, "; "))
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func signature(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ", ") + ")"
+	}
+	return names(params) + " -> " + names(results)
+}

@@ -1,0 +1,158 @@
+// Package wasmbuild compiles Go plugin sources to WebAssembly for tests and benchmarks, the way
+// `make plugins` does (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared). Each package is built once
+// per process; the go command's own cache makes later processes fast.
+package wasmbuild
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+	dir   string
+)
+
+// Path builds the package at pkg (a path relative to the module root, such as
+// "host/testdata/plugins/trap" or "plugins/averagely/wasm") and returns the .wasm file's path.
+func Path(tb testing.TB, pkg string) string {
+	tb.Helper()
+	p, err := build(pkg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// Bytes is Path, returning the module's bytes.
+func Bytes(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(Path(tb, pkg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// Root returns the module's root folder.
+func Root() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("wasmbuild: go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("wasmbuild: not inside a Go module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func build(pkg string) (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p, nil
+	}
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "allocd-wasm-"); err != nil {
+			return "", err
+		}
+	}
+	out := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "./"+pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("wasmbuild: building %s: %v\n%s", pkg, err, stderr.String())
+	}
+	built[pkg] = out
+	return out, nil
+}
+
+// Cleanup removes the built modules; call it from TestMain after the tests ran.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+		dir, built = "", map[string]string{}
+	}
+}
+
+// BuiltinPlugins returns a folder holding NAME.wasm for every built-in plugin: $ALLOCD_PLUGINS
+// when set (`make test` sets it to build/plugins), otherwise a folder built here.
+func BuiltinPlugins(tb testing.TB) string {
+	tb.Helper()
+	if d := os.Getenv("ALLOCD_PLUGINS"); d != "" {
+		return d
+	}
+	root, err := Root()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mains, _ := filepath.Glob(filepath.Join(root, "plugins", "*", "wasm", "main.go"))
+	mu.Lock()
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "allocd-wasm-"); err != nil {
+			mu.Unlock()
+			tb.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "builtin")
+	mu.Unlock()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range mains {
+		name := filepath.Base(filepath.Dir(filepath.Dir(m)))
+		b := Bytes(tb, "plugins/"+name+"/wasm")
+		if err := os.WriteFile(filepath.Join(out, name+".wasm"), b, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Allocd returns the path of the allocd binary: $ALLOCD_BIN when set (`make test` sets it),
+// otherwise one built here.
+func Allocd(tb testing.TB) string {
+	tb.Helper()
+	if b := os.Getenv("ALLOCD_BIN"); b != "" {
+		return b
+	}
+	root, err := Root()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built["allocd"]; ok {
+		return p
+	}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "allocd-wasm-"); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "allocd")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/allocd")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building allocd: %v\n%s", err, b)
+	}
+	built["allocd"] = out
+	return out
+}

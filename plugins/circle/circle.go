@@ -1,0 +1,26 @@
+// Package circle reproduces RocketMQ's AVG_BY_CIRCLE strategy (Java
+// AllocateMessageQueueAveragelyByCircle): queues are dealt round-robin, consumer i getting
+// i, i+c, i+2c, ... in mqAll order.
+//
+// It is a pure function of its arguments and never allocates beyond appending to dst.
+package circle
+
+// Allocate appends to dst the indices (into mqAll, 0..n-1) that AllocateMessageQueueAveragelyByCircle
+// gives the consumer at index self of c consumers (self = first occurrence of cid in cidAll; self<0
+// means not a member: append nothing). Callers run rocketmq.Check first; n<=0, c<=0 or self>=c
+// append nothing.
+//
+// Example: n=10, c=4 gives [0 4 8] [1 5 9] [2 6] [3 7] to self 0..3.
+func Allocate(dst []int, n, c, self int) []int {
+	if n <= 0 || c <= 0 || self < 0 || self >= c || self >= n {
+		return dst
+	}
+	// Java: for (i = index; i < n; i++) if (i % c == index) add(i). With 0 <= index < c that is
+	// exactly index, index+c, index+2c, ... below n.
+	for k := self; ; k += c {
+		dst = append(dst, k)
+		if k >= n-c { // next k would be >= n; written this way it cannot overflow
+			return dst
+		}
+	}
+}

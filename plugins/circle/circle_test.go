@@ -1,0 +1,197 @@
+package circle
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/allocd/allocd/plugins/rocketmq"
+)
+
+const vectorsPath = "../../testdata/rocketmq-java-vectors-small.jsonl"
+
+// javaAllocate is the whole Java call: check, indexOf, allocate.
+func javaAllocate(cid string, n int, cidAll []string) ([]int, error) {
+	if err := rocketmq.Check(cid, n, len(cidAll)); err != nil {
+		return nil, err
+	}
+	self := rocketmq.IndexOf(cid, len(cidAll), func(i int) string { return cidAll[i] })
+	return Allocate([]int{}, n, len(cidAll), self), nil
+}
+
+func TestJavaVectors(t *testing.T) {
+	vs, err := rocketmq.LoadVectors(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for _, v := range vs {
+		if v.Strategy != "AVG_BY_CIRCLE" {
+			continue
+		}
+		count++
+		got, err := javaAllocate(v.CID, len(v.MQAll), v.CIDAll)
+		if want := v.WantError(); want != "" {
+			if err == nil || err.Error() != want {
+				t.Errorf("line %d (%s): err = %v, want %q", v.Line, v.Family, err, want)
+			}
+			continue
+		}
+		if err != nil || !v.HasResult {
+			t.Errorf("line %d (%s): err = %v, hasResult = %v", v.Line, v.Family, err, v.HasResult)
+			continue
+		}
+		if !slices.Equal(got, v.Result) {
+			t.Errorf("line %d (%s): cid %q of %d, n=%d: got %v, want %v",
+				v.Line, v.Family, v.CID, len(v.CIDAll), len(v.MQAll), got, v.Result)
+		}
+	}
+	if count == 0 {
+		t.Fatal("no AVG_BY_CIRCLE vectors")
+	}
+	t.Logf("%d AVG_BY_CIRCLE vectors", count)
+}
+
+func TestSpecExamples(t *testing.T) {
+	tests := []struct {
+		n, c int
+		want [][]int
+	}{
+		{10, 4, [][]int{{0, 4, 8}, {1, 5, 9}, {2, 6}, {3, 7}}},
+		{4, 4, [][]int{{0}, {1}, {2}, {3}}},
+		{2, 4, [][]int{{0}, {1}, {}, {}}},
+		{1, 3, [][]int{{0}, {}, {}}},
+		{5, 1, [][]int{{0, 1, 2, 3, 4}}},
+		{7, 3, [][]int{{0, 3, 6}, {1, 4}, {2, 5}}},
+	}
+	for _, tt := range tests {
+		for self, want := range tt.want {
+			if got := Allocate(nil, tt.n, tt.c, self); !slices.Equal(got, want) {
+				t.Errorf("n=%d c=%d self=%d: got %v, want %v", tt.n, tt.c, self, got, want)
+			}
+		}
+	}
+}
+
+func TestNotAMemberAndBadArguments(t *testing.T) {
+	for _, a := range [][3]int{{10, 4, -1}, {10, 4, 4}, {0, 4, 0}, {10, 0, 0}, {-1, 2, 0}} {
+		if got := Allocate(nil, a[0], a[1], a[2]); len(got) != 0 {
+			t.Errorf("Allocate(n=%d, c=%d, self=%d) = %v, want nothing", a[0], a[1], a[2], got)
+		}
+	}
+	got, err := javaAllocate("z@1", 3, []string{"a@1", "b@1"})
+	if err != nil || got == nil || len(got) != 0 {
+		t.Errorf("cid not in cidAll: got %v, %v; want empty list, nil", got, err)
+	}
+}
+
+func TestNoOverflowNearMaxInt(t *testing.T) {
+	const n, c = math.MaxInt, math.MaxInt - 1
+	if got := Allocate(nil, n, c, 0); !slices.Equal(got, []int{0, c}) {
+		t.Errorf("self 0: got %v", got)
+	}
+	if got := Allocate(nil, n, c, 1); !slices.Equal(got, []int{1}) {
+		t.Errorf("self 1: got %v", got)
+	}
+}
+
+func TestAppendsToDst(t *testing.T) {
+	dst := []int{-7}
+	if got := Allocate(dst, 10, 4, 1); !slices.Equal(got, []int{-7, 1, 5, 9}) {
+		t.Errorf("got %v", got)
+	}
+}
+
+// Unsorted input is used as given, and a repeated cid counts at its first index.
+func TestInputUsedAsGiven(t *testing.T) {
+	got, _ := javaAllocate("A", 4, []string{"B", "A"})
+	if !slices.Equal(got, []int{1, 3}) {
+		t.Errorf("unsorted [B A]: A got %v, want [1 3]", got)
+	}
+	cidAll := []string{"A", "A", "B"}
+	for cid, want := range map[string][]int{"A": {0, 3}, "B": {2}} {
+		if got, _ := javaAllocate(cid, 5, cidAll); !slices.Equal(got, want) {
+			t.Errorf("duplicated A: %s got %v, want %v", cid, got, want)
+		}
+	}
+}
+
+// Every queue goes to exactly one consumer (k mod c), each list is increasing, and sizes differ by
+// at most one.
+func TestRoundRobinTilesMQAll(t *testing.T) {
+	for n := 1; n <= 150; n++ {
+		for c := 1; c <= 70; c++ {
+			owner := make([]int, n)
+			for i := range owner {
+				owner[i] = -1
+			}
+			for self := 0; self < c; self++ {
+				got := Allocate(nil, n, c, self)
+				want := n / c
+				if self < n%c {
+					want++
+				}
+				if len(got) != want {
+					t.Fatalf("n=%d c=%d self=%d: size %d, want %d", n, c, self, len(got), want)
+				}
+				for j, q := range got {
+					if q%c != self || (j > 0 && q <= got[j-1]) || owner[q] != -1 {
+						t.Fatalf("n=%d c=%d self=%d: bad list %v", n, c, self, got)
+					}
+					owner[q] = self
+				}
+			}
+			for q, o := range owner {
+				if o == -1 {
+					t.Fatalf("n=%d c=%d: queue %d unassigned", n, c, q)
+				}
+			}
+		}
+	}
+}
+
+func TestNoAllocationWithCapacity(t *testing.T) {
+	dst := make([]int, 0, 64)
+	if a := testing.AllocsPerRun(100, func() { dst = Allocate(dst[:0], 1024, 64, 17) }); a != 0 {
+		t.Errorf("%v allocations", a)
+	}
+}
+
+// BenchmarkWholeGroup computes every consumer's list for 1024 queues (4 brokers x 256) and 64
+// consumers.
+func BenchmarkWholeGroup(b *testing.B) {
+	const n, c = 4 * 256, 64
+	lists := make([][]int, c)
+	for i := range lists {
+		lists[i] = make([]int, 0, n/c+1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for self := range lists {
+			lists[self] = Allocate(lists[self][:0], n, c, self)
+		}
+	}
+}
+
+// BenchmarkJavaStyleCalls is the same group computed as Java does it: one allocate call per
+// consumer, each running the check and cidAll.indexOf.
+func BenchmarkJavaStyleCalls(b *testing.B) {
+	const n, c = 4 * 256, 64
+	ids := make([]string, c)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("10.0.0.%d@%d", i, 20000+i)
+	}
+	slices.Sort(ids)
+	at := func(i int) string { return ids[i] }
+	dst := make([]int, 0, n/c+1)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, cid := range ids {
+			if rocketmq.Check(cid, n, c) != nil {
+				b.Fatal("check failed")
+			}
+			dst = Allocate(dst[:0], n, c, rocketmq.IndexOf(cid, c, at))
+		}
+	}
+}

@@ -1,0 +1,246 @@
+// Package hash reproduces RocketMQ's CONSISTENT_HASH strategy (Java
+// AllocateMessageQueueConsistentHash with its default MD5 ConsistentHashRouter): every consumer
+// puts V virtual nodes "cid-0" ... "cid-(V-1)" on a ring of unsigned 32-bit MD5 prefixes, and a
+// queue belongs to the first ring entry at or after the hash of its MessageQueue.toString().
+//
+// Java rebuilds the ring on every allocate call and filters mqAll for the caller; here a Ring is
+// built once and Assign gives every queue its owner in one pass, which serves the whole group.
+// The package is pure computation: no I/O, no goroutines, no state kept between rings.
+package hash
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/allocd/allocd/plugins/rocketmq"
+)
+
+// DefaultVirtualNodes is the virtual-node count of Java's no-argument constructor.
+const DefaultVirtualNodes = 10
+
+// maxEntries bounds c*V. Java holds the ring in a TreeMap of int-indexed size and would run out of
+// memory far earlier; refusing here turns that into an error instead of a dead plugin.
+const maxEntries = math.MaxInt32
+
+// ParseVirtualNodes reads the config value of key "vnodes": "" means DefaultVirtualNodes. A value
+// that is not a decimal integer in Java's int range is an error naming the value; a negative one is
+// an *rocketmq.ArgumentError with Java's message "illegal virtualNodeCnt :<n>". 0 is accepted (and
+// gives nobody any queue), as in Java.
+func ParseVirtualNodes(s string) (int, error) {
+	if s == "" {
+		return DefaultVirtualNodes, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, errors.New("hash: vnodes " + strconv.Quote(s) + " is not an integer in [0, 2147483647]")
+	}
+	if v < 0 {
+		return 0, illegalVnodes(int(v))
+	}
+	return int(v), nil
+}
+
+func illegalVnodes(v int) error {
+	return &rocketmq.ArgumentError{Msg: "illegal virtualNodeCnt :" + strconv.Itoa(v)}
+}
+
+// Hash is the ring's hash: first 4 bytes of MD5(UTF-8 key), big-endian unsigned (Java's MD5Hash,
+// whose long result is always in 0..2^32-1).
+//
+// Example: Hash([]byte("10.0.3.7@12345-0")) == 1811655797.
+func Hash(key []byte) uint32 {
+	sum := md5.Sum(key)
+	return binary.BigEndian.Uint32(sum[:4])
+}
+
+// Ring is a built consistent-hash ring. The zero Ring is empty: Owner returns -1.
+//
+// A Ring reuses one scratch buffer for its keys, so Owner and Assign are not safe for concurrent
+// use; build one Ring per goroutine (or guard it).
+type Ring struct {
+	hashes  []uint32 // ascending, distinct
+	nodes   []int32  // nodes[i] owns hashes[i]: the first consumer index carrying that id
+	scratch []byte
+}
+
+// NewRing builds the ring exactly as Java does for consumers 0..c-1, consumer(i) giving the id of
+// consumer i, in the given order (Java's order is cidAll's, sorted by the caller; unsorted input is
+// used as given). consumer is called once per index.
+//
+// For each consumer in order, with e the number of ring entries that currently belong to its id
+// (0 unless the id repeats), keys "id-e" ... "id-(e+V-1)" are put; an equal hash overwrites, so the
+// later put wins and e counts only surviving entries. A repeated id therefore gets extra weight.
+//
+// vnodes<0 is an *rocketmq.ArgumentError with Java's message; vnodes==0 gives an empty ring. More
+// than 2^31-1 consumers or ring entries (c*vnodes) is an error.
+func NewRing(c int, consumer func(int) string, vnodes int) (*Ring, error) {
+	if vnodes < 0 {
+		return nil, illegalVnodes(vnodes)
+	}
+	if c < 0 {
+		c = 0
+	}
+	if c > math.MaxInt32 || vnodes > math.MaxInt32 || int64(c)*int64(vnodes) > maxEntries {
+		return nil, errors.New("hash: ring of " + strconv.Itoa(c) + " consumers x " + strconv.Itoa(vnodes) +
+			" virtual nodes is too large")
+	}
+	r := &Ring{scratch: make([]byte, 0, 96)}
+	if c == 0 || vnodes == 0 {
+		return r, nil
+	}
+	ids := make([]string, c)
+	for i := range ids {
+		ids[i] = consumer(i)
+	}
+	if distinct(ids) {
+		r.buildDistinct(ids, vnodes)
+	} else {
+		r.buildRepeated(ids, vnodes)
+	}
+	return r, nil
+}
+
+// distinct reports whether no id repeats. Sorted input (the normal case) is settled without a map.
+func distinct(ids []string) bool {
+	sorted := true
+	for i := 1; i < len(ids); i++ {
+		if ids[i-1] >= ids[i] {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return true
+	}
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		if _, ok := seen[id]; ok {
+			return false
+		}
+		seen[id] = struct{}{}
+	}
+	return true
+}
+
+// buildDistinct is the fast path: with no repeated id, e is always 0, so the ring is the sorted
+// set of (hash, consumer) pairs where, on an equal hash, the later put (the larger consumer index)
+// survives.
+func (r *Ring) buildDistinct(ids []string, vnodes int) {
+	keys := make([]uint64, 0, len(ids)*vnodes)
+	for i, id := range ids {
+		for k := 0; k < vnodes; k++ {
+			keys = append(keys, uint64(r.vnodeHash(id, k))<<32|uint64(i))
+		}
+	}
+	slices.Sort(keys)
+	r.hashes = make([]uint32, 0, len(keys))
+	r.nodes = make([]int32, 0, len(keys))
+	for j, key := range keys {
+		if j+1 < len(keys) && keys[j+1]>>32 == key>>32 {
+			continue // overwritten by a later put
+		}
+		r.hashes = append(r.hashes, uint32(key>>32))
+		r.nodes = append(r.nodes, int32(uint32(key)))
+	}
+}
+
+// buildRepeated simulates Java's TreeMap puts one by one, counting for each id the ring entries it
+// still holds (Java's getExistingReplicas).
+func (r *Ring) buildRepeated(ids []string, vnodes int) {
+	first := make(map[string]int32, len(ids))
+	ring := make(map[uint32]int32, len(ids)*vnodes)
+	held := make([]int, len(ids)) // surviving entries per first index
+	for i, id := range ids {
+		f, ok := first[id]
+		if !ok {
+			f = int32(i)
+			first[id] = f
+		}
+		e := held[f]
+		for k := 0; k < vnodes; k++ {
+			h := r.vnodeHash(id, e+k)
+			if old, ok := ring[h]; ok {
+				held[old]--
+			}
+			ring[h] = f
+			held[f]++
+		}
+	}
+	r.hashes = make([]uint32, 0, len(ring))
+	for h := range ring {
+		r.hashes = append(r.hashes, h)
+	}
+	slices.Sort(r.hashes)
+	r.nodes = make([]int32, len(r.hashes))
+	for j, h := range r.hashes {
+		r.nodes[j] = ring[h]
+	}
+}
+
+// vnodeHash hashes Java's VirtualNode key: id + "-" + index.
+func (r *Ring) vnodeHash(id string, index int) uint32 {
+	b := append(r.scratch[:0], id...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(index), 10)
+	r.scratch = b
+	return Hash(b)
+}
+
+// Len returns the number of entries on the ring (c*V minus the puts lost to equal hashes).
+func (r *Ring) Len() int { return len(r.hashes) }
+
+// Owner returns the index (the FIRST index among 0..c-1 whose id equals the owning node's id) of
+// the consumer that owns the queue (topic, brokerName, queueID), or -1 when the ring is empty.
+// Lookup: smallest ring hash >= queue hash (inclusive), wrapping to the smallest. The queue key is
+// MessageQueue.toString(): "MessageQueue [topic=T, brokerName=B, queueId=N]".
+//
+// Owner does not allocate once the scratch buffer has grown to the longest key; it is not safe for
+// concurrent use.
+func (r *Ring) Owner(topic, brokerName string, queueID int32) int {
+	if len(r.hashes) == 0 {
+		return -1
+	}
+	b := append(r.scratch[:0], "MessageQueue [topic="...)
+	b = append(b, topic...)
+	b = append(b, ", brokerName="...)
+	b = append(b, brokerName...)
+	b = append(b, ", queueId="...)
+	b = strconv.AppendInt(b, int64(queueID), 10)
+	b = append(b, ']')
+	r.scratch = b
+	i, _ := slices.BinarySearch(r.hashes, Hash(b)) // first entry >= the queue's hash
+	if i == len(r.hashes) {
+		i = 0
+	}
+	return int(r.nodes[i])
+}
+
+// Assign computes, for every queue i in 0..n-1 (queue(i) gives topic, brokerName, queueId), the
+// owner index, writing into owners (len n). Like Owner, it is not safe for concurrent use.
+//
+// Java's result for one consumer is the queues, in mqAll order, whose owner is that consumer's first
+// index in cidAll (see Queues), so one Assign serves the whole group.
+func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int32)) {
+	owners = owners[:n]
+	for i := range owners {
+		owners[i] = r.Owner(queue(i))
+	}
+}
+
+// Queues appends to dst, in mqAll order, the indices i with owners[i] == self: Java's result for
+// the consumer whose first index in cidAll is self. self<0 (not a member) appends nothing.
+func Queues(dst, owners []int, self int) []int {
+	if self < 0 {
+		return dst
+	}
+	for i, o := range owners {
+		if o == self {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}

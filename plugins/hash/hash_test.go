@@ -1,0 +1,633 @@
+package hash
+
+import (
+	"crypto/md5"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+
+	"github.com/allocd/allocd/plugins/rocketmq"
+)
+
+const vectorsPath = "../../testdata/rocketmq-java-vectors-small.jsonl"
+
+// javaAllocate is the whole Java call: constructor check, argument check, ring, filter.
+func javaAllocate(cid string, mqAll []rocketmq.Queue, cidAll []string, vnodes int) ([]int, error) {
+	if _, err := NewRing(0, nil, vnodes); err != nil { // the constructor throws before allocate runs
+		return nil, err
+	}
+	if err := rocketmq.Check(cid, len(mqAll), len(cidAll)); err != nil {
+		return nil, err
+	}
+	consumer := func(i int) string { return cidAll[i] }
+	self := rocketmq.IndexOf(cid, len(cidAll), consumer)
+	if self < 0 {
+		return []int{}, nil
+	}
+	r, err := NewRing(len(cidAll), consumer, vnodes)
+	if err != nil {
+		return nil, err
+	}
+	owners := make([]int, len(mqAll))
+	r.Assign(owners, len(mqAll), func(i int) (string, string, int32) {
+		q := mqAll[i]
+		return q.Topic, q.BrokerName, q.QueueID
+	})
+	return Queues([]int{}, owners, self), nil
+}
+
+// refHash is Java's MD5Hash.hash, written independently of Hash.
+func refHash(key string) uint32 {
+	d := md5.Sum([]byte(key))
+	var h int64
+	for i := 0; i < 4; i++ {
+		h <<= 8
+		h |= int64(d[i]) & 0xFF
+	}
+	return uint32(h)
+}
+
+// refAllocate transliterates Java's AllocateMessageQueueConsistentHash + ConsistentHashRouter with
+// a string-valued "TreeMap", getExistingReplicas scanning the ring, and routeNode's tailMap lookup.
+func refAllocate(cid string, mqAll []rocketmq.Queue, cidAll []string, vnodes int) ([]int, error) {
+	if vnodes < 0 {
+		return nil, errors.New("illegal virtualNodeCnt :" + strconv.Itoa(vnodes))
+	}
+	if err := rocketmq.Check(cid, len(mqAll), len(cidAll)); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(cidAll, cid) {
+		return []int{}, nil
+	}
+	ring := map[uint32]string{}
+	for _, node := range cidAll {
+		existing := 0
+		for _, v := range ring {
+			if v == node {
+				existing++
+			}
+		}
+		for i := 0; i < vnodes; i++ {
+			ring[refHash(node+"-"+strconv.Itoa(i+existing))] = node
+		}
+	}
+	keys := make([]uint32, 0, len(ring))
+	for k := range ring {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	result := []int{}
+	for qi, mq := range mqAll {
+		if len(keys) == 0 {
+			continue
+		}
+		h := refHash(fmt.Sprintf("MessageQueue [topic=%s, brokerName=%s, queueId=%d]", mq.Topic, mq.BrokerName, mq.QueueID))
+		j := sort.Search(len(keys), func(j int) bool { return keys[j] >= h })
+		if j == len(keys) {
+			j = 0
+		}
+		if ring[keys[j]] == cid {
+			result = append(result, qi)
+		}
+	}
+	return result, nil
+}
+
+func vectorVnodes(t *testing.T, v *rocketmq.Vector) (int, error) {
+	t.Helper()
+	if v.VnodesDefault {
+		if v.Vnodes != DefaultVirtualNodes {
+			t.Errorf("line %d: vnodesDefault with vnodes=%d", v.Line, v.Vnodes)
+		}
+		return ParseVirtualNodes("")
+	}
+	return ParseVirtualNodes(strconv.Itoa(v.Vnodes))
+}
+
+func TestJavaVectors(t *testing.T) {
+	vs, err := rocketmq.LoadVectors(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for i := range vs {
+		v := &vs[i]
+		if v.Strategy != "CONSISTENT_HASH" {
+			continue
+		}
+		count++
+		vnodes, err := vectorVnodes(t, v)
+		var got []int
+		if err == nil {
+			got, err = javaAllocate(v.CID, v.MQAll, v.CIDAll, vnodes)
+		}
+		ref, refErr := refAllocate(v.CID, v.MQAll, v.CIDAll, v.Vnodes)
+		if want := v.WantError(); want != "" {
+			if err == nil || err.Error() != want {
+				t.Errorf("line %d (%s): err = %v, want %q", v.Line, v.Family, err, want)
+			}
+			if refErr == nil || refErr.Error() != want {
+				t.Errorf("line %d (%s): reference err = %v, want %q", v.Line, v.Family, refErr, want)
+			}
+			continue
+		}
+		if err != nil || refErr != nil || !v.HasResult {
+			t.Errorf("line %d (%s): err = %v, reference err = %v, hasResult = %v", v.Line, v.Family, err, refErr, v.HasResult)
+			continue
+		}
+		if !slices.Equal(got, v.Result) {
+			t.Errorf("line %d (%s): V=%d cid %q of %d, n=%d: got %v, want %v",
+				v.Line, v.Family, vnodes, v.CID, len(v.CIDAll), len(v.MQAll), got, v.Result)
+		}
+		if !slices.Equal(ref, v.Result) {
+			t.Errorf("line %d (%s): reference got %v, want %v", v.Line, v.Family, ref, v.Result)
+		}
+	}
+	if count == 0 {
+		t.Fatal("no CONSISTENT_HASH vectors")
+	}
+	t.Logf("%d CONSISTENT_HASH vectors", count)
+}
+
+// TestJavaVectorsWholeGroup checks the one-pass use: one ring and one Assign per scenario and
+// configuration give every member of the group its vector's result.
+func TestJavaVectorsWholeGroup(t *testing.T) {
+	vs, err := rocketmq.LoadVectors(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		scenario, vnodes int
+		def              bool
+	}
+	owners := map[key][]int{}
+	checked := 0
+	for i := range vs {
+		v := &vs[i]
+		if v.Strategy != "CONSISTENT_HASH" || !v.HasResult {
+			continue
+		}
+		k := key{v.Scenario, v.Vnodes, v.VnodesDefault}
+		o, ok := owners[k]
+		if !ok {
+			vnodes, err := vectorVnodes(t, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := NewRing(len(v.CIDAll), v.Consumer, vnodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o = make([]int, len(v.MQAll))
+			r.Assign(o, len(v.MQAll), v.Queue)
+			owners[k] = o
+		}
+		if len(o) != len(v.MQAll) {
+			t.Fatalf("line %d: scenario %d mixes mqAll sizes", v.Line, v.Scenario)
+		}
+		self := rocketmq.IndexOf(v.CID, len(v.CIDAll), v.Consumer)
+		if got := Queues([]int{}, o, self); !slices.Equal(got, v.Result) {
+			t.Errorf("line %d: got %v, want %v", v.Line, got, v.Result)
+		}
+		checked++
+	}
+	t.Logf("%d rings for %d results", len(owners), checked)
+}
+
+func TestHashExamples(t *testing.T) {
+	tests := []struct {
+		key  string
+		want uint32
+	}{
+		{"10.0.3.7@12345-0", 1811655797},
+		{"10.0.3.7@12345-0", 0x6bfbac75},
+		{"MessageQueue [topic=TopicTest, brokerName=broker-a, queueId=0]", 1987926524},
+		{"10.0.35445@DEFAULT-0", 0xb13483fa},
+		{"10.0.65797@DEFAULT-0", 0xb13483fa},
+		{"host-110811@DEFAULT-0", 0x9b93337f},
+		{"host-23910@DEFAULT-0", 0x9b93337f},
+		{"10.1.1.1@20544-0", 0xc055493b},
+		{"MessageQueue [topic=TopicHit624, brokerName=broker-a, queueId=1]", 0xc055493b},
+	}
+	for _, tt := range tests {
+		if got := Hash([]byte(tt.key)); got != tt.want {
+			t.Errorf("Hash(%q) = %d (%#x), want %d (%#x)", tt.key, got, got, tt.want, tt.want)
+		}
+		if got := refHash(tt.key); got != tt.want {
+			t.Errorf("refHash(%q) = %d, want %d", tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestParseVirtualNodes(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int
+		wantErr string // "" means no error; "*" means any error naming the value
+	}{
+		{"", DefaultVirtualNodes, ""},
+		{"0", 0, ""},
+		{"1", 1, ""},
+		{"10", 10, ""},
+		{"+50", 50, ""},
+		{"007", 7, ""},
+		{"2147483647", 2147483647, ""},
+		{"-1", 0, "illegal virtualNodeCnt :-1"},
+		{"-03", 0, "illegal virtualNodeCnt :-3"},
+		{"abc", 0, "*"},
+		{"1.5", 0, "*"},
+		{" 3", 0, "*"},
+		{"3 ", 0, "*"},
+		{"0x10", 0, "*"},
+		{"2147483648", 0, "*"},
+	}
+	for _, tt := range tests {
+		got, err := ParseVirtualNodes(tt.in)
+		switch tt.wantErr {
+		case "":
+			if err != nil || got != tt.want {
+				t.Errorf("ParseVirtualNodes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+		case "*":
+			if err == nil || !containsQuoted(err.Error(), tt.in) {
+				t.Errorf("ParseVirtualNodes(%q) = %d, %v; want an error naming the value", tt.in, got, err)
+			}
+		default:
+			var ae *rocketmq.ArgumentError
+			if err == nil || err.Error() != tt.wantErr || !errors.As(err, &ae) {
+				t.Errorf("ParseVirtualNodes(%q) = %d, %v; want *ArgumentError %q", tt.in, got, err, tt.wantErr)
+			}
+		}
+	}
+}
+
+func containsQuoted(msg, value string) bool {
+	q := strconv.Quote(value)
+	for i := 0; i+len(q) <= len(msg); i++ {
+		if msg[i:i+len(q)] == q {
+			return true
+		}
+	}
+	return false
+}
+
+func TestNewRingNegativeVnodes(t *testing.T) {
+	_, err := NewRing(2, func(i int) string { return "a" }, -5)
+	var ae *rocketmq.ArgumentError
+	if !errors.As(err, &ae) || err.Error() != "illegal virtualNodeCnt :-5" {
+		t.Fatalf("err = %v, want illegal virtualNodeCnt :-5", err)
+	}
+}
+
+func TestNewRingTooLarge(t *testing.T) {
+	if _, err := NewRing(1<<20, func(i int) string { return "a" }, 1<<12); err == nil {
+		t.Fatal("2^32 ring entries accepted")
+	}
+}
+
+func TestVnodesZeroGivesNobodyAnything(t *testing.T) {
+	ids := []string{"a@1", "b@1", "c@1"}
+	r, err := NewRing(len(ids), func(i int) string { return ids[i] }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 0 {
+		t.Fatalf("Len = %d", r.Len())
+	}
+	owners := []int{7, 7, 7, 7}
+	r.Assign(owners, 4, func(i int) (string, string, int32) { return "T", "b", int32(i) })
+	if !slices.Equal(owners, []int{-1, -1, -1, -1}) {
+		t.Fatalf("owners = %v", owners)
+	}
+	for self := range ids {
+		if got := Queues(nil, owners, self); len(got) != 0 {
+			t.Errorf("consumer %d got %v", self, got)
+		}
+	}
+	var zero Ring
+	if o := zero.Owner("T", "b", 0); o != -1 {
+		t.Errorf("zero Ring Owner = %d", o)
+	}
+}
+
+// entries returns the ring as hash -> owner index.
+func entries(r *Ring) map[uint32]int {
+	m := make(map[uint32]int, r.Len())
+	for i, h := range r.hashes {
+		m[h] = int(r.nodes[i])
+	}
+	return m
+}
+
+func hashes(keys ...string) []uint32 {
+	out := make([]uint32, len(keys))
+	for i, k := range keys {
+		out[i] = Hash([]byte(k))
+	}
+	return out
+}
+
+func newRing(t *testing.T, ids []string, vnodes int) *Ring {
+	t.Helper()
+	r, err := NewRing(len(ids), func(i int) string { return ids[i] }, vnodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSorted(r.hashes) || len(r.hashes) != len(r.nodes) {
+		t.Fatal("ring not sorted")
+	}
+	return r
+}
+
+func wantRing(t *testing.T, r *Ring, want map[string]int) {
+	t.Helper()
+	got := entries(r)
+	if len(got) != len(want) {
+		t.Errorf("ring has %d entries, want %d", len(got), len(want))
+	}
+	for key, owner := range want {
+		if o, ok := got[Hash([]byte(key))]; !ok || o != owner {
+			t.Errorf("entry %q: owner %d (present %v), want %d", key, o, ok, owner)
+		}
+	}
+}
+
+func TestDuplicateCIDDoublesWeight(t *testing.T) {
+	r := newRing(t, []string{"a@1", "a@1", "b@1"}, 3)
+	wantRing(t, r, map[string]int{
+		"a@1-0": 0, "a@1-1": 0, "a@1-2": 0, "a@1-3": 0, "a@1-4": 0, "a@1-5": 0,
+		"b@1-0": 2, "b@1-1": 2, "b@1-2": 2,
+	})
+	// Unsorted duplicates: the owner is the first index of the id.
+	r = newRing(t, []string{"b@1", "a@1", "b@1", "a@1", "a@1"}, 2)
+	wantRing(t, r, map[string]int{
+		"b@1-0": 0, "b@1-1": 0, "b@1-2": 0, "b@1-3": 0,
+		"a@1-0": 1, "a@1-1": 1, "a@1-2": 1, "a@1-3": 1, "a@1-4": 1, "a@1-5": 1,
+	})
+}
+
+func TestCollisionLaterPutWins(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"10.0.35445@DEFAULT", "10.0.65797@DEFAULT"},
+		{"host-110811@DEFAULT", "host-23910@DEFAULT"},
+		{"n11593", "n38145"},
+	} {
+		for _, ids := range [][]string{{pair[0], pair[1]}, {pair[1], pair[0]}} {
+			r := newRing(t, ids, 1)
+			wantRing(t, r, map[string]int{ids[1] + "-0": 1})
+			owners := make([]int, 50)
+			r.Assign(owners, len(owners), func(i int) (string, string, int32) { return "TopicTest", "broker-a", int32(i) })
+			if got := Queues(nil, owners, 0); len(got) != 0 {
+				t.Errorf("%v V=1: loser %q got %v", ids, ids[0], got)
+			}
+			if got := Queues(nil, owners, 1); len(got) != len(owners) {
+				t.Errorf("%v V=1: winner %q got %d queues", ids, ids[1], len(got))
+			}
+			// With V=2 the loser keeps its "-1" point.
+			wantRing(t, newRing(t, ids, 2), map[string]int{ids[0] + "-1": 0, ids[1] + "-0": 1, ids[1] + "-1": 1})
+		}
+	}
+}
+
+// e counts the ring entries that survived, not the vnodes put: after "n38145-0" is overwritten by
+// "n11593-0", the second copy of n38145 starts again at index 0 (and takes the point back).
+func TestDuplicateCountsSurvivors(t *testing.T) {
+	if h := hashes("n11593-0", "n38145-0"); h[0] != h[1] {
+		t.Fatal("collision pair broken")
+	}
+	wantRing(t, newRing(t, []string{"n38145", "n11593", "n38145"}, 1), map[string]int{"n38145-0": 0})
+
+	// "n1954-1" overwrites "n64734-0"; the second n64734 has e=1 and puts "-1" (again) and "-2".
+	if h := hashes("n1954-1", "n64734-0"); h[0] != h[1] {
+		t.Fatal("collision pair broken")
+	}
+	wantRing(t, newRing(t, []string{"n64734", "n1954", "n64734"}, 2), map[string]int{
+		"n64734-1": 0, "n64734-2": 0, "n1954-0": 1, "n1954-1": 1,
+	})
+}
+
+func TestInclusiveLookup(t *testing.T) {
+	for _, ids := range [][]string{
+		{"10.0.3.7@12345", "10.1.1.1@20544"},
+		{"10.1.1.1@20544", "10.0.3.7@12345"},
+		{"10.1.1.1@20544", "10.1.1.1@20545", "10.1.1.1@20546", "10.1.1.2@20544"},
+	} {
+		for _, v := range []int{1, 3, 10} {
+			r := newRing(t, ids, v)
+			want := slices.Index(ids, "10.1.1.1@20544")
+			if got := r.Owner("TopicHit624", "broker-a", 1); got != want {
+				t.Errorf("%v V=%d: owner %d, want %d", ids, v, got, want)
+			}
+		}
+	}
+}
+
+func TestWrapAround(t *testing.T) {
+	r := newRing(t, []string{"a@1", "b@1", "c@1"}, 2)
+	// A queue whose hash exceeds every ring hash goes to the smallest ring entry.
+	for q := int32(0); q < 2000; q++ {
+		h := Hash(fmt.Appendf(nil, "MessageQueue [topic=T, brokerName=b, queueId=%d]", q))
+		if h <= r.hashes[len(r.hashes)-1] {
+			continue
+		}
+		if got := r.Owner("T", "b", q); got != int(r.nodes[0]) {
+			t.Fatalf("queue %d: owner %d, want %d", q, got, r.nodes[0])
+		}
+		return
+	}
+	t.Skip("no queue hashed past the ring's last entry")
+}
+
+// collisionIDs have "-k" keys that collide with each other (found by search; see the hashes in
+// TestDuplicateCountsSurvivors and TestHashExamples).
+var collisionIDs = []string{
+	"n11593", "n38145", "n1954", "n64734", "n11157", "n27079", "n68139", "n69251",
+	"n5459", "n78076", "n3767", "n47118", "n13568", "n48388",
+	"10.0.35445@DEFAULT", "10.0.65797@DEFAULT", "host-110811@DEFAULT", "host-23910@DEFAULT",
+	"10.1.1.1@20544",
+}
+
+func TestCollisionIDs(t *testing.T) {
+	for _, p := range [][2]string{
+		{"n11157-1", "n27079-2"}, {"n68139-1", "n69251-1"}, {"n5459-0", "n78076-1"},
+		{"n3767-0", "n47118-0"}, {"n13568-2", "n48388-1"},
+	} {
+		if h := hashes(p[0], p[1]); h[0] != h[1] {
+			t.Errorf("%q and %q do not collide", p[0], p[1])
+		}
+	}
+}
+
+// TestAgainstReference compares javaAllocate with the straight transliteration of Java on random
+// groups: repeated and unsorted ids, colliding ids, V from 0, odd queue ids.
+func TestAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := append([]string{"a@1", "b@1", "A@1", " ", "10.0.3.7@12345", "x"}, collisionIDs...)
+	iters := 1500
+	if testing.Short() {
+		iters = 200
+	}
+	for it := 0; it < iters; it++ {
+		c := 1 + rng.IntN(10)
+		cidAll := make([]string, c)
+		for i := range cidAll {
+			cidAll[i] = pool[rng.IntN(len(pool))]
+		}
+		if rng.IntN(2) == 0 {
+			slices.Sort(cidAll)
+			if rng.IntN(2) == 0 {
+				cidAll = slices.Compact(cidAll)
+			}
+		}
+		vnodes := []int{0, 1, 1, 2, 3, 4, 10}[rng.IntN(7)]
+		n := 1 + rng.IntN(40)
+		mqAll := make([]rocketmq.Queue, n)
+		for i := range mqAll {
+			mqAll[i] = rocketmq.Queue{
+				Topic:      []string{"TopicTest", "T", "TopicHit624"}[rng.IntN(3)],
+				BrokerName: []string{"broker-a", "broker-b", "b"}[rng.IntN(3)],
+				QueueID:    []int32{0, 1, -1, 7, 2147483647, -2147483648, int32(rng.IntN(300))}[rng.IntN(7)],
+			}
+		}
+		for _, cid := range append(slices.Clone(cidAll), "not-a-member") {
+			got, err := javaAllocate(cid, mqAll, cidAll, vnodes)
+			want, wantErr := refAllocate(cid, mqAll, cidAll, vnodes)
+			if err != nil || wantErr != nil || !slices.Equal(got, want) {
+				t.Fatalf("cidAll=%q V=%d cid=%q mqAll=%v:\n got %v, %v\nwant %v, %v",
+					cidAll, vnodes, cid, mqAll, got, err, want, wantErr)
+			}
+		}
+	}
+}
+
+// The fast path (distinct ids) and the exact simulation build the same ring.
+func TestFastPathMatchesSimulation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for it := 0; it < 300; it++ {
+		ids := slices.Clone(collisionIDs)
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		ids = ids[:1+rng.IntN(len(ids))]
+		v := 1 + rng.IntN(4)
+		var fast, exact Ring
+		fast.buildDistinct(ids, v)
+		exact.buildRepeated(ids, v)
+		if !slices.Equal(fast.hashes, exact.hashes) || !slices.Equal(fast.nodes, exact.nodes) {
+			t.Fatalf("ids %q V=%d: fast %v/%v, exact %v/%v", ids, v, fast.hashes, fast.nodes, exact.hashes, exact.nodes)
+		}
+	}
+}
+
+// With V >= 1 every queue has exactly one owner, which is a first index of its id.
+func TestEveryQueueOwned(t *testing.T) {
+	ids := []string{"c@1", "a@1", "c@1", "b@1", "a@1"}
+	first := map[int]bool{0: true, 1: true, 3: true}
+	r := newRing(t, ids, 1)
+	owners := make([]int, 500)
+	r.Assign(owners, len(owners), func(i int) (string, string, int32) { return "TopicTest", "broker-0", int32(i) })
+	total := 0
+	for self := range ids {
+		total += len(Queues(nil, owners, self))
+	}
+	if total != len(owners) {
+		t.Fatalf("%d queues assigned, want %d", total, len(owners))
+	}
+	for q, o := range owners {
+		if !first[o] {
+			t.Fatalf("queue %d owned by %d, not a first index", q, o)
+		}
+	}
+}
+
+func TestOwnerDoesNotAllocate(t *testing.T) {
+	ids, queue := benchGroup()
+	r, err := NewRing(len(ids), func(i int) string { return ids[i] }, DefaultVirtualNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := make([]int, 1024)
+	r.Assign(owners, len(owners), queue) // grows the scratch buffer
+	if a := testing.AllocsPerRun(20, func() { r.Assign(owners, len(owners), queue) }); a != 0 {
+		t.Errorf("Assign: %v allocations", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { r.Owner("TopicTest", "broker-3", 255) }); a != 0 {
+		t.Errorf("Owner: %v allocations", a)
+	}
+}
+
+// benchGroup is the benchmark group: 64 consumers "10.0.0.<i>@<pid>" (sorted, as RebalanceImpl
+// sorts them) and 1024 queues of TopicTest, brokers broker-0..broker-3 x 256 queues.
+func benchGroup() ([]string, func(int) (string, string, int32)) {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("10.0.0.%d@%d", i, 20000+i)
+	}
+	slices.Sort(ids)
+	brokers := []string{"broker-0", "broker-1", "broker-2", "broker-3"}
+	return ids, func(i int) (string, string, int32) { return "TopicTest", brokers[i/256], int32(i % 256) }
+}
+
+// BenchmarkWholeGroup computes every consumer's list for 1024 queues and 64 consumers, V=10:
+// build the ring, one Assign pass, bucket by owner.
+func BenchmarkWholeGroup(b *testing.B) {
+	ids, queue := benchGroup()
+	consumer := func(i int) string { return ids[i] }
+	owners := make([]int, 1024)
+	lists := make([][]int, len(ids))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewRing(len(ids), consumer, DefaultVirtualNodes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Assign(owners, len(owners), queue)
+		for i := range lists {
+			lists[i] = lists[i][:0]
+		}
+		for q, o := range owners {
+			if o >= 0 {
+				lists[o] = append(lists[o], q)
+			}
+		}
+	}
+}
+
+func BenchmarkNewRing(b *testing.B) {
+	ids, _ := benchGroup()
+	consumer := func(i int) string { return ids[i] }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewRing(len(ids), consumer, DefaultVirtualNodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNewRingRepeated is NewRing on the exact-simulation path (one id repeated).
+func BenchmarkNewRingRepeated(b *testing.B) {
+	ids, _ := benchGroup()
+	ids[len(ids)-1] = ids[0]
+	consumer := func(i int) string { return ids[i] }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := NewRing(len(ids), consumer, DefaultVirtualNodes); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAssign(b *testing.B) {
+	ids, queue := benchGroup()
+	r, err := NewRing(len(ids), func(i int) string { return ids[i] }, DefaultVirtualNodes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners := make([]int, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.Assign(owners, len(owners), queue)
+	}
+}

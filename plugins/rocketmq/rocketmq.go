@@ -1,0 +1,52 @@
+// Package rocketmq holds what RocketMQ's queue-allocation strategies share: the argument check of
+// the Java base class AllocateMessageQueueStrategy and the cidAll.indexOf lookup.
+//
+// The strategy packages (averagely, circle, hash) are plain, allocation-light Go that compiles
+// both natively and to wasip1; this package must stay free of I/O in its non-test code paths so
+// plugins can import it. The behavioural reference is RocketMQ's Java client; see
+// ../shared/specs/rocketmq-strategies.md.
+package rocketmq
+
+// Java's IllegalArgumentException messages, in the order Check tests them.
+const (
+	MsgEmptyCID    = "currentCID is empty"
+	MsgEmptyMQAll  = "mqAll is null or mqAll empty"
+	MsgEmptyCIDAll = "cidAll is null or cidAll empty"
+)
+
+// ArgumentError is the Go form of the IllegalArgumentException a Java strategy throws.
+// Error returns Msg, which is exactly Java's message (without the exception class name).
+type ArgumentError struct{ Msg string }
+
+func (e *ArgumentError) Error() string { return e.Msg }
+
+// Check runs RocketMQ's shared argument check (AllocateMessageQueueStrategy base class) in Java's
+// order: an empty cid wins over an empty mqAll, which wins over an empty cidAll. A cid made only of
+// whitespace is accepted, as in Java. A cid that is not in cidAll is not an error here: Java logs
+// it and returns an empty list, which callers get from IndexOf returning -1.
+//
+// It returns an *ArgumentError whose Error() is exactly Java's message: "currentCID is empty",
+// "mqAll is null or mqAll empty", "cidAll is null or cidAll empty". A null Java list is an empty
+// one here (count 0).
+func Check(cid string, numQueues, numConsumers int) error {
+	switch {
+	case cid == "":
+		return &ArgumentError{Msg: MsgEmptyCID}
+	case numQueues <= 0:
+		return &ArgumentError{Msg: MsgEmptyMQAll}
+	case numConsumers <= 0:
+		return &ArgumentError{Msg: MsgEmptyCIDAll}
+	}
+	return nil
+}
+
+// IndexOf returns the index of the first occurrence of cid among n consumers (consumer(i) gives the
+// id), or -1, like Java's cidAll.indexOf(currentCID): exact, case-sensitive equality.
+func IndexOf(cid string, n int, consumer func(int) string) int {
+	for i := 0; i < n; i++ {
+		if consumer(i) == cid {
+			return i
+		}
+	}
+	return -1
+}
