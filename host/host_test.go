@@ -103,12 +103,13 @@ func TestFirstPluginWholeGroup(t *testing.T) {
 func TestCanonicalOrderBeforeCall(t *testing.T) {
 	rt := newRuntime(t, host.Config{})
 	p := load(t, rt, "first")
-	qs := []abi.Queue{{"T", "broker-2", 0}, {"T", "broker-10", 1}, {"T", "broker-10", 0}, {"A", "b", 3}}
+	q := func(t, b string, id int32) abi.Queue { return abi.Queue{Topic: t, BrokerName: b, QueueID: id} }
+	qs := []abi.Queue{q("T", "broker-2", 0), q("T", "broker-10", 1), q("T", "broker-10", 0), q("A", "b", 3)}
 	req := &abi.Request{Group: "g", Queues: qs, Consumers: []string{"c"}}
 	if _, err := p.Allocate(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	want := []abi.Queue{{"A", "b", 3}, {"T", "broker-10", 0}, {"T", "broker-10", 1}, {"T", "broker-2", 0}}
+	want := []abi.Queue{q("A", "b", 3), q("T", "broker-10", 0), q("T", "broker-10", 1), q("T", "broker-2", 0)}
 	for i := range want {
 		if req.Queues[i] != want[i] {
 			t.Fatalf("queues = %v, want %v", req.Queues, want)

@@ -37,7 +37,7 @@ type Plugin struct {
 
 type stats struct {
 	calls, failures, traps, timeouts, invalid atomic.Int64
-	instances, created, discarded            atomic.Int64
+	instances, created, discarded             atomic.Int64
 }
 
 // Stats are a plugin's counters since it was loaded.
