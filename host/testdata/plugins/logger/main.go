@@ -5,12 +5,11 @@ import (
 	"errors"
 
 	"github.com/allocd/allocd/abi/plugin"
-	"github.com/extism/go-pdk"
 )
 
 func init() {
 	plugin.Register(plugin.Info{Name: "logger", Version: "2.1", Properties: []string{"partial"}}, func(a *plugin.Args, dst []int) ([]int, error) {
-		plugin.Log(pdk.LogInfo, "allocating for "+a.CID)
+		plugin.Log(plugin.LogInfo, "allocating for "+a.CID)
 		if a.CID == "bad" {
 			return dst, errors.New("consumer bad is refused")
 		}
