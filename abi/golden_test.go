@@ -2,6 +2,7 @@ package abi_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -174,8 +175,9 @@ var derived = map[string]func(t *testing.T) []byte{
 	},
 }
 
-func rd32(b []byte) uint32     { return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24 }
-func le32(b []byte, v uint32)  { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+func rd32(b []byte) uint32    { return binary.LittleEndian.Uint32(b) }
+func le32(b []byte, v uint32) { binary.LittleEndian.PutUint32(b, v) }
+
 func setKind(t *testing.T, b []byte, from, to uint32) { le32(b[dirOf(t, b, from):], to) }
 
 // dirOf returns the offset of the directory entry of section kind in request b.
@@ -289,9 +291,15 @@ func TestGolden(t *testing.T) {
 		default:
 			t.Fatalf("%s: what is %q, want request or response", name, g.What)
 		}
+		txtPath := filepath.Join(goldenDir, name+".txt")
 		if *update {
 			if err := os.WriteFile(path, want, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if g.Invalid == "" {
+				if err := os.WriteFile(txtPath, []byte(annotate(want)), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		t.Run(name, func(t *testing.T) {
@@ -301,6 +309,12 @@ func TestGolden(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("%s differs from its description's encoding\nfile: %s\nwant: %s", path, hex.EncodeToString(got), hex.EncodeToString(want))
+			}
+			if g.Invalid == "" {
+				txt, err := os.ReadFile(txtPath)
+				if err != nil || string(txt) != annotate(got) {
+					t.Errorf("%s is missing or stale (run go test ./abi -run TestGolden -update): %v", txtPath, err)
+				}
 			}
 			switch {
 			case g.Invalid != "":
@@ -331,11 +345,13 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
-	// Every .bin has a description.
-	bins, _ := filepath.Glob(filepath.Join(goldenDir, "*.bin"))
-	for _, b := range bins {
-		if _, ok := descs[strings.TrimSuffix(filepath.Base(b), ".bin")]; !ok {
-			t.Errorf("%s has no .json description", b)
+	// Every .bin and .txt has a description.
+	for _, ext := range []string{".bin", ".txt"} {
+		files, _ := filepath.Glob(filepath.Join(goldenDir, "*"+ext))
+		for _, f := range files {
+			if _, ok := descs[strings.TrimSuffix(filepath.Base(f), ext)]; !ok {
+				t.Errorf("%s has no .json description", f)
+			}
 		}
 	}
 }
@@ -401,7 +417,7 @@ func docHexBlocks(t *testing.T, doc string) map[string][]byte {
 	return out
 }
 
-// -dump=NAME prints golden vector NAME in the annotated form ABI.md uses:
+// -dump=NAME prints golden vector NAME in the annotated form of ABI.md and of the .txt files:
 // go test ./abi -run TestDumpGolden -dump=req-whole-group -v
 var dump = flag.String("dump", "", "print the annotated hex dump of golden vector NAME")
 
@@ -409,15 +425,19 @@ func TestDumpGolden(t *testing.T) {
 	if *dump == "" {
 		t.Skip("no -dump")
 	}
-	b := readBin(t, *dump)
-	var d dumper
-	d.b = b
+	t.Log("\n" + annotate(readBin(t, *dump)))
+}
+
+// annotate returns the annotated hex dump of a well-formed request or response: one line per
+// field, "OFFSET: BYTES  # meaning".
+func annotate(b []byte) string {
+	d := dumper{b: b}
 	if string(b[:4]) == abi.ResponseMagic {
-		d.responseDump()
+		d.response()
 	} else {
-		d.requestDump()
+		d.request()
 	}
-	t.Log("\n" + d.out.String())
+	return d.out.String()
 }
 
 type dumper struct {
@@ -432,11 +452,11 @@ func (d *dumper) line(n int, format string, args ...any) {
 	for _, c := range d.b[d.at : d.at+n] {
 		fmt.Fprintf(&d.out, " %02x", c)
 	}
-	fmt.Fprintf(&d.out, "%*s# %s\n", 2+3*(12-n), "", fmt.Sprintf(format, args...))
+	fmt.Fprintf(&d.out, "%*s# %s\n", 2+3*max(0, 16-n), "", fmt.Sprintf(format, args...))
 	d.at += n
 }
 
-func (d *dumper) u32() uint32 { return rd32(d.b[d.at:]) }
+func (d *dumper) u32(at int) uint32 { return rd32(d.b[d.at+at:]) }
 
 var kindNames = map[uint32]string{
 	abi.SectionStrings: "STRINGS", abi.SectionMeta: "META", abi.SectionQueues: "QUEUES",
@@ -446,55 +466,84 @@ var kindNames = map[uint32]string{
 	abi.SectionPrevOwners: "PREV_OWNERS",
 }
 
-func (d *dumper) requestDump() {
+func (d *dumper) request() {
 	d.line(4, "magic %q", d.b[:4])
-	d.line(4, "major %d, minor %d", uint16(rd32(d.b[4:])), rd32(d.b[4:])>>16)
-	d.line(4, "total length %d", d.u32())
-	n := int(d.u32())
+	d.line(4, "major %d, minor %d", uint16(d.u32(0)), d.u32(0)>>16)
+	d.line(4, "total length %d", d.u32(0))
+	n := int(d.u32(0))
 	d.line(4, "%d sections", n)
 	type sec struct{ kind, off, n uint32 }
 	var secs []sec
-	for i := 0; i < n; i++ {
-		s := sec{rd32(d.b[d.at:]), rd32(d.b[d.at+4:]), rd32(d.b[d.at+8:])}
+	for i := range n {
+		s := sec{d.u32(0), d.u32(4), d.u32(8)}
 		secs = append(secs, s)
-		d.line(12, "directory %d: kind %d %s at 0x%04x, %d bytes", i, s.kind, kindNames[s.kind], s.off, s.n)
+		name := kindNames[s.kind]
+		if name == "" {
+			name = "(unknown)"
+		}
+		d.line(12, "directory %d: kind %d %s at 0x%04x, %d bytes", i, s.kind, name, s.off, s.n)
 	}
 	slices.SortFunc(secs, func(a, b sec) int { return int(a.off) - int(b.off) })
 	for _, s := range secs {
 		end := int(s.off + s.n)
 		name := kindNames[s.kind]
+		count := int(d.u32(0))
 		switch s.kind {
 		case abi.SectionMeta:
-			d.line(4, "META: group = string %d", d.u32())
+			d.line(4, "META: group = string %d", d.u32(0))
 			d.line(4, "META: reserved, 0")
 		case abi.SectionQueues:
-			c := int(d.u32())
-			d.line(4, "QUEUES: %d queues", c)
-			for i := 0; i < c; i++ {
-				d.line(12, "queue %d: topic string %d, broker string %d, queue id %d", i, rd32(d.b[d.at:]), rd32(d.b[d.at+4:]), int32(rd32(d.b[d.at+8:])))
+			d.line(4, "QUEUES: %d queues", count)
+			for i := range count {
+				d.line(12, "queue %d: topic string %d, broker string %d, queue id %d", i, d.u32(0), d.u32(4), int32(d.u32(8)))
 			}
 		case abi.SectionConsumers, abi.SectionTargets:
-			c := int(d.u32())
-			d.line(4, "%s: %d ids", name, c)
-			for i := 0; i < c; i++ {
-				d.line(4, "%s %d: string %d", strings.ToLower(name[:len(name)-1]), i, d.u32())
+			d.line(4, "%s: %d ids", name, count)
+			for i := range count {
+				d.line(4, "%s %d: string %d", strings.ToLower(name[:len(name)-1]), i, d.u32(0))
+			}
+		case abi.SectionConfig:
+			d.line(4, "CONFIG: %d entries", count)
+			for i := range count {
+				d.line(8, "config %d: key string %d, value string %d", i, d.u32(0), d.u32(4))
+			}
+		case abi.SectionQueueLabels, abi.SectionConsumerLabels:
+			d.line(4, "%s: %d entries", name, count)
+			for i := range count {
+				d.line(12, "label %d: owner %d, key string %d, value string %d", i, d.u32(0), d.u32(4), d.u32(8))
+			}
+		case abi.SectionQueueMetrics, abi.SectionConsumerMetrics:
+			d.line(4, "%s: %d entries", name, count)
+			for i := range count {
+				v := int64(uint64(d.u32(8)) | uint64(d.u32(12))<<32)
+				d.line(16, "metric %d: owner %d, key string %d, value %d", i, d.u32(0), d.u32(4), v)
+			}
+		case abi.SectionPrevOwners:
+			d.line(4, "PREV_OWNERS: %d entries", count)
+			for i := range count {
+				if id := d.u32(0); id == abi.NoString {
+					d.line(4, "queue %d: none (NoString)", i)
+				} else {
+					d.line(4, "queue %d: string %d", i, id)
+				}
 			}
 		case abi.SectionStrings:
-			c := int(d.u32())
-			d.line(4, "STRINGS: %d strings", c)
-			base := d.at + 4*(c+1)
-			for i := 0; i <= c; i++ {
-				d.line(4, "offset %d = %d", i, d.u32())
+			d.line(4, "STRINGS: %d strings", count)
+			base := d.at + 4*(count+1)
+			for i := 0; i <= count; i++ {
+				d.line(4, "offset %d = %d", i, d.u32(0))
 			}
-			for i := 0; i < c; i++ {
-				from, to := rd32(d.b[base-4*(c+1)+4*i:]), rd32(d.b[base-4*(c+1)+4*i+4:])
-				if to > from {
-					d.line(int(to-from), "string %d = %q", i, d.b[base+int(from):base+int(to)])
+			for i := range count {
+				from, to := rd32(d.b[base-4*(count+1)+4*i:]), rd32(d.b[base-4*(count+1)+4*i+4:])
+				for from < to { // long strings take several lines
+					n := min(to-from, 16)
+					d.line(int(n), "string %d = %q", i, d.b[base+int(from):base+int(from+n)])
+					from += n
 				}
 			}
 		default:
-			if d.at < end {
-				d.line(min(end-d.at, 12), "%s data", name)
+			for d.at < end {
+				d.line(min(end-d.at, 4), "kind %d data, skipped by a v1.0 reader", s.kind)
 			}
 		}
 		for d.at < end {
@@ -503,22 +552,26 @@ func (d *dumper) requestDump() {
 	}
 }
 
-func (d *dumper) responseDump() {
+func (d *dumper) response() {
 	d.line(4, "magic %q", d.b[:4])
-	d.line(4, "major %d, minor %d", uint16(rd32(d.b[4:])), rd32(d.b[4:])>>16)
-	d.line(4, "total length %d", d.u32())
-	n := int(d.u32())
+	d.line(4, "major %d, minor %d", uint16(d.u32(0)), d.u32(0)>>16)
+	d.line(4, "total length %d", d.u32(0))
+	n := int(d.u32(0))
 	d.line(4, "%d results", n)
-	for i := 0; i < n; i++ {
-		status, c := d.u32(), int(rd32(d.b[d.at+4:]))
+	for i := range n {
+		status, c := d.u32(0), int(d.u32(4))
 		if status == abi.StatusOK {
 			d.line(8, "result %d: status 0 (ok), %d indices", i, c)
-			for j := 0; j < c; j++ {
-				d.line(4, "index %d", d.u32())
+			for range c {
+				d.line(4, "index %d", d.u32(0))
 			}
 		} else {
 			d.line(8, "result %d: status 1 (error), %d-byte message", i, c)
-			d.line((c+3)&^3, "message %q, padded", d.b[d.at:d.at+c])
+			for from, end := 0, (c+3)&^3; from < end; from += 16 {
+				n := min(end-from, 16)
+				d.line(n, "message %q%s", d.b[d.at:d.at+min(n, max(c-from, 0))], map[bool]string{true: ", zero padding"}[from+n > c])
+			}
+
 		}
 	}
 }

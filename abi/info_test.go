@@ -88,8 +88,10 @@ func FuzzInfoAppendJSON(f *testing.F) {
 		if err := json.Unmarshal(b, &out); err != nil {
 			t.Fatal(err)
 		}
-		if !utf8.ValidString(name + version + desc + prop + key + value) {
-			return
+		for _, s := range []string{name, version, desc, prop, key, value} {
+			if !utf8.ValidString(s) {
+				return
+			}
 		}
 		if !reflect.DeepEqual(&out, in) {
 			t.Fatalf("round trip %+v, want %+v", out, in)

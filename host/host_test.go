@@ -178,6 +178,7 @@ func TestHostilePlugins(t *testing.T) {
 		{"loop", host.KindTimeout, "deadline"},
 		{"memhog", host.KindTrap, "out of memory"},
 		{"hugeoutput", host.KindTrap, "exceeds the 1048576-byte limit"},
+		{"arenahog", host.KindTrap, "exceeds the 16777216-byte host memory limit"},
 		{"outofrange", host.KindInvalid, "out of range [0,4)"},
 		{"doubleassign", host.KindInvalid, `given to both "c1" and "c2"`},
 	}

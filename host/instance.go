@@ -23,6 +23,8 @@ type instance struct {
 	version  api.Function
 	stack    []uint64
 	stderr   *tailBuffer
+	cc       *callCtx // the context of the next call; see deadline.go
+	random   *random
 	calls    int
 
 	// Per-call state, reset by begin.
@@ -45,7 +47,7 @@ type block struct{ off, len uint64 }
 const maxVars = 1 << 20
 
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
-	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}}
+	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}, random: newRandom()}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, with the instance in ctx
@@ -53,7 +55,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		WithStdout(in.stderr).
 		// A fixed seed: every instance sees the same "random" bytes, so answers do not depend on
 		// which pooled instance served them.
-		WithRandSource(rand.NewChaCha8([32]byte{}))
+		WithRandSource(in.random)
 	ictx := context.WithValue(ctx, instKey{}, in)
 	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, cfg)
 	if err != nil {
@@ -92,6 +94,7 @@ func (in *instance) begin(input []byte, config map[string]string) {
 		in.varLen = 0
 	}
 	in.stderr.Reset()
+	in.random.reset()
 }
 
 // call runs fn with input and returns its output. A non-nil error means the instance must not be
@@ -115,11 +118,16 @@ func (in *instance) call(ctx context.Context, fn api.Function, input []byte, con
 func (in *instance) invoke(ctx context.Context, fn api.Function, input []byte, config map[string]string) (int32, error) {
 	in.begin(input, config)
 	in.calls++
-	ctx = context.WithValue(ctx, instKey{}, in)
-	cctx, cancel := context.WithTimeout(ctx, in.p.rt.cfg.Timeout)
+	if in.cc == nil {
+		in.cc = newCallCtx(in)
+	}
+	cc := in.cc
+	cc.arm(ctx, in.p.rt.cfg.Timeout)
 	in.stack[0] = 0
-	err := fn.CallWithStack(cctx, in.stack)
-	cancel()
+	err := fn.CallWithStack(cc, in.stack)
+	if !cc.disarm() {
+		in.cc = nil // it fired, so its Done stays closed: the next call takes a fresh one
+	}
 	if err != nil {
 		return 0, in.failure(ctx, err)
 	}
@@ -154,9 +162,15 @@ func (in *instance) alloc(n uint64) uint64 {
 		off = 8
 	}
 	if off+n > uint64(in.p.rt.cfg.MaxArena) {
-		return 0 // Extism reports exhaustion as a null block
+		// Extism reports exhaustion as a null block, but go-pdk does not check for one and
+		// would store over offset 0: stop the call instead.
+		trap("alloc of %d bytes exceeds the %d-byte host memory limit", n, in.p.rt.cfg.MaxArena)
 	}
-	in.arena = slices.Grow(in.arena, int(off+n)-len(in.arena))[:off+n]
+	end := len(in.arena)
+	in.arena = slices.Grow(in.arena, int(off+n)-end)[:off+n]
+	// Blocks reuse the bytes of earlier calls: clear them, so nothing a previous call left
+	// can change this call's answer.
+	clear(in.arena[end:])
 	in.blocks = append(in.blocks, block{off, n})
 	return off
 }
@@ -196,7 +210,10 @@ func (in *instance) block(p uint64, what string) []byte {
 }
 
 func (in *instance) arenaRange(p, n uint64, what string) []byte {
-	if p+n < p || p+n > uint64(len(in.arena)) {
+	if n == 0 {
+		return nil
+	}
+	if p < 8 || p+n < p || p+n > uint64(len(in.arena)) {
 		trap("%s: [%d,%d) is outside the %d bytes of host memory", what, p, p+n, len(in.arena))
 	}
 	return in.arena[p : p+n]
@@ -278,3 +295,14 @@ func (t *tailBuffer) Reset() {
 	t.buf = t.buf[:0]
 	t.mu.Unlock()
 }
+
+// random is the guest's WASI random source: a ChaCha8 stream with a fixed seed, restarted before
+// every call, so the bytes a call sees do not depend on which instance serves it or on how many
+// calls that instance served before.
+type random struct{ c *rand.ChaCha8 }
+
+func newRandom() *random { return &random{c: rand.NewChaCha8([32]byte{})} }
+
+func (r *random) reset() { r.c.Seed([32]byte{}) }
+
+func (r *random) Read(p []byte) (int, error) { return r.c.Read(p) }
