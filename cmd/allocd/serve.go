@@ -1,0 +1,417 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/harness"
+	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/registry"
+	"github.com/allocd/allocd/server"
+	"github.com/allocd/allocd/store"
+)
+
+func init() {
+	register(command{"serve", "run the daemon: HTTP API, consumer groups, plugin folder watched for changes", runServe})
+}
+
+// Defaults of the serve flags.
+const (
+	defaultListen  = "127.0.0.1:7420"
+	defaultDataDir = "data"
+	// maxRestartGrace bounds --restart-grace: members that have not come back after this long
+	// are not coming back, and new members should not wait longer for their queues.
+	maxRestartGrace = time.Hour
+	// shutdownTimeout bounds how long in-flight requests may take to finish on SIGTERM.
+	shutdownTimeout = 10 * time.Second
+)
+
+type serveFlags struct {
+	listen, dataDir, pluginsDir, cacheDir, configFile, addrFile string
+	logFormat, logLevel                                         string
+	sessionTimeout, restartGrace, debounce, maxDelay            time.Duration
+	pluginTimeout, maxWait                                      time.Duration
+	restartGraceSet                                             bool
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
+	f := &serveFlags{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	fs.StringVar(&f.pluginsDir, "plugins-dir", defaultPluginsDir(), "folder of NAME.wasm strategy plugins, watched for changes")
+	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
+	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
+	fs.StringVar(&f.addrFile, "addr-file", "", "write the address the API listens on to this file once it listens")
+	fs.StringVar(&f.logFormat, "log-format", "console", "log format: console or json")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error or disabled")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", coordinator.DefaultSessionTimeout, "drop a member that sent no heartbeat for this long")
+	fs.DurationVar(&f.restartGrace, "restart-grace", 0, "after a restart, wait up to this long for members to come back before publishing new generations (default: the session timeout; 0 disables)")
+	fs.DurationVar(&f.debounce, "debounce", coordinator.DefaultDebounce, "quiet time after a membership change before recomputing an assignment")
+	fs.DurationVar(&f.maxDelay, "max-delay", coordinator.DefaultMaxDelay, "longest a stream of changes may postpone a recomputation")
+	fs.DurationVar(&f.pluginTimeout, "plugin-timeout", host.DefaultTimeout, "deadline of each plugin call")
+	fs.DurationVar(&f.maxWait, "max-wait", server.DefaultMaxWait, "longest wait a long-poll may ask for")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, `usage: allocd serve [flags]
+
+Runs the allocd daemon: the HTTP API under /v1 (topics, groups, heartbeats, long-polled
+assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wasm in
+--plugins-dir is a strategy; the folder is watched, so a replaced file reloads. State lives in
+--data-dir and survives restarts; SIGTERM or SIGINT shuts down gracefully.
+
+--config FILE declares topics and groups, applied (created or replaced) at every start:
+  {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}]}},
+   "groups": {"g": {"strategy": "averagely", "config": {}, "model": "clustering", "delivery": "queue"}}}`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "restart-grace" {
+			f.restartGraceSet = true
+		}
+	})
+	switch {
+	case f.sessionTimeout < time.Second:
+		return nil, usageErr("--session-timeout %v is shorter than 1s", f.sessionTimeout)
+	case f.restartGrace < 0 || f.restartGrace > maxRestartGrace:
+		return nil, usageErr("--restart-grace %v is outside [0, %v]", f.restartGrace, maxRestartGrace)
+	case f.debounce <= 0:
+		return nil, usageErr("--debounce %v must be positive", f.debounce)
+	case f.maxDelay < f.debounce:
+		return nil, usageErr("--max-delay %v is shorter than --debounce %v", f.maxDelay, f.debounce)
+	case f.pluginTimeout <= 0:
+		return nil, usageErr("--plugin-timeout %v must be positive", f.pluginTimeout)
+	case f.maxWait <= 0:
+		return nil, usageErr("--max-wait %v must be positive", f.maxWait)
+	case f.logFormat != "console" && f.logFormat != "json":
+		return nil, usageErr("--log-format %q: want console or json", f.logFormat)
+	case f.dataDir == "":
+		return nil, usageErr("--data-dir is required")
+	}
+	return f, nil
+}
+
+// grace is the coordinator's RestartGrace: the session timeout unless set; negative disables.
+func (f *serveFlags) grace() time.Duration {
+	switch {
+	case !f.restartGraceSet:
+		return f.sessionTimeout
+	case f.restartGrace == 0:
+		return -1
+	}
+	return f.restartGrace
+}
+
+func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, f.logLevel, f.logFormat == "json")
+	if err != nil {
+		return err
+	}
+	cfg, err := readServeConfig(f.configFile)
+	if err != nil {
+		return err
+	}
+
+	st, err := store.Open(f.dataDir, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error().Err(err).Msg("closing the store")
+		}
+	}()
+	log.Info().Str("path", st.Path()).Msg("store opened")
+
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reloads, err := newReloadMetrics(metrics)
+	if err != nil {
+		return err
+	}
+
+	rt, err := host.NewRuntime(ctx, host.Config{CacheDir: f.cacheDir, Timeout: f.pluginTimeout, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+
+	// The registry asks whether a binding still uses a plugin whose file was removed; the
+	// coordinator that knows exists only once the registry has loaded the plugins.
+	var coord atomic.Pointer[coordinator.Coordinator]
+	reg, err := registry.New(rt, f.pluginsDir, registry.Options{
+		Logger:   log,
+		Validate: func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) },
+		InUse: func(name string) bool {
+			c := coord.Load()
+			return c != nil && c.StrategyInUse(name)
+		},
+		Metrics: reloads,
+	})
+	if err != nil {
+		return err
+	}
+	// Run closes the registry when it returns; this covers the early returns before it runs.
+	defer reg.Close()
+
+	c, err := coordinator.New(coordinator.Options{
+		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
+		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
+		CheckStrategy: func(name string) error { return checkLoaded(reg, name) },
+	})
+	if err != nil {
+		return err
+	}
+	coord.Store(c)
+	// Subscribe before reading the versions loaded so far, so no reload falls between.
+	events, unsubscribe := reg.Subscribe()
+	defer unsubscribe()
+	for _, s := range reg.Status() {
+		if s.ActiveHash != "" {
+			c.PluginChanged(s.Name, s.ActiveHash)
+		}
+	}
+	if err := cfg.apply(c); err != nil {
+		return fmt.Errorf("--config %s: %w", f.configFile, err)
+	}
+
+	srv, err := server.New(server.Options{
+		Coordinator: c, Plugins: pluginStatus{reg}, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	addr := ln.Addr().String()
+	if f.addrFile != "" {
+		if err := writeFileAtomic(f.addrFile, []byte(addr+"\n")); err != nil {
+			ln.Close()
+			return fmt.Errorf("--addr-file: %w", err)
+		}
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      f.maxWait + 30*time.Second, // a long-poll writes after its wait
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	grace, graceActive := c.Grace()
+	ev := log.Info().Str("addr", addr).Str("dataDir", f.dataDir).Str("pluginsDir", reg.Dir()).
+		Int("plugins", len(reg.Status())).Dur("sessionTimeout", f.sessionTimeout)
+	if graceActive {
+		ev = ev.Time("restartGraceUntil", grace)
+	}
+	ev.Msg("allocd serving")
+
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Go(func() {
+		if err := reg.Run(runCtx); err != nil && !errors.Is(err, registry.ErrClosed) {
+			errs <- fmt.Errorf("plugin registry: %w", err)
+		}
+	})
+	wg.Go(func() {
+		if err := c.Run(runCtx); err != nil {
+			errs <- fmt.Errorf("coordinator: %w", err)
+		}
+	})
+	wg.Go(func() {
+		for e := range events {
+			switch e.Kind {
+			case registry.Loaded, registry.Reloaded:
+				c.PluginChanged(e.Name, e.Hash)
+			case registry.Removed:
+				c.PluginChanged(e.Name, "")
+			}
+		}
+	})
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down: draining requests")
+	case err := <-serveErr:
+		failure = fmt.Errorf("http: %w", err)
+	case err := <-errs:
+		failure = err
+	}
+	// Wake long-polls first, so they answer now instead of holding Shutdown up to their wait.
+	srv.Drain()
+	c.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("requests still running at the shutdown deadline were cut")
+		httpSrv.Close()
+	}
+	stop()
+	unsubscribe()
+	wg.Wait()
+	if failure != nil {
+		return failure
+	}
+	log.Info().Msg("allocd stopped")
+	return nil
+}
+
+// registryAllocator is the registry as the coordinator's Allocator: a version is a content hash.
+type registryAllocator struct{ r *registry.Registry }
+
+func (a registryAllocator) Allocate(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
+	resp, v, err := a.r.Allocate(ctx, plugin, req)
+	return resp, v.Hash, err
+}
+
+// checkLoaded refuses a binding to a plugin that has no version serving, listing those that do.
+func checkLoaded(r *registry.Registry, name string) error {
+	s, ok := r.StatusOf(name)
+	if ok && s.ActiveHash != "" {
+		return nil
+	}
+	var loaded []string
+	for _, s := range r.Status() {
+		if s.ActiveHash != "" {
+			loaded = append(loaded, s.Name)
+		}
+	}
+	if ok && s.LastError != "" {
+		return fmt.Errorf("plugin failed to load from %s: %s (loaded: %s)", s.File, s.LastError, strings.Join(loaded, ", "))
+	}
+	return fmt.Errorf("no plugin of that name in %s (loaded: %s)", r.Dir(), strings.Join(loaded, ", "))
+}
+
+// pluginStatus shows the registry's status on /v1/plugins.
+type pluginStatus struct{ r *registry.Registry }
+
+func (p pluginStatus) List() any { return p.r.Status() }
+
+func (p pluginStatus) Get(name string) (any, bool) { return p.r.StatusOf(name) }
+
+// reloadMetrics adapts the registry's load observations to Prometheus.
+type reloadMetrics struct {
+	total   *prometheus.CounterVec
+	seconds *prometheus.HistogramVec
+}
+
+func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
+	m := &reloadMetrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "allocd_plugin_reloads_total", Help: "Plugin versions loaded (result ok) or rejected (result failed).",
+		}, []string{"plugin", "result"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "allocd_plugin_reload_seconds", Help: "Time from reading a plugin file to serving or rejecting it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 10), // 10 ms .. 5 s
+		}, []string{"plugin"}),
+	}
+	for _, c := range []prometheus.Collector{m.total, m.seconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *reloadMetrics) ObserveReload(plugin, result string, d time.Duration) {
+	m.total.WithLabelValues(plugin, result).Inc()
+	m.seconds.WithLabelValues(plugin).Observe(d.Seconds())
+}
+
+// serveConfig is the --config file: topics and groups declared by the operator.
+type serveConfig struct {
+	Topics map[string]struct {
+		Brokers []coordinator.Broker `json:"brokers"`
+	} `json:"topics"`
+	Groups map[string]coordinator.Binding `json:"groups"`
+}
+
+func readServeConfig(path string) (*serveConfig, error) {
+	cfg := &serveConfig{}
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("--config %s: data after the JSON object", path)
+	}
+	return cfg, nil
+}
+
+// apply creates or replaces what the file declares, topics first so groups find them.
+func (cfg *serveConfig) apply(c *coordinator.Coordinator) error {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Topics)) {
+		if _, _, err := c.PutTopic(name, cfg.Topics[name].Brokers); err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Groups)) {
+		if _, _, err := c.PutGroup(name, cfg.Groups[name]); err != nil {
+			return fmt.Errorf("group %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a reader never sees half.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,54 @@
+// Package coordinator is the daemon's authority on who consumes which queue. It keeps topics,
+// consumer groups with their strategy bindings, the live members of each group, and for every
+// (group, topic) a generation: a number and the assignment computed by the group's strategy
+// plugin over the topic's read queues and the live members, in one call for the whole group.
+//
+// # Generations
+//
+// A generation changes only when one of its inputs does: the queues, the members (with their
+// labels), the binding or the plugin's version. Every change marks the (group, topic) dirty and
+// Tick recomputes it after a quiet window (Options.Debounce), at most Options.MaxDelay after the
+// first change, so a burst of joins and leaves (a rolling restart) costs one plugin call, not one
+// per member. Before calling the plugin, the inputs' fingerprint is compared with the one the
+// current generation was computed from: a member that leaves and comes back with the same id
+// costs nothing. A new number is published only when the assignment differs.
+//
+// If the plugin fails, the previous generation stays in force (as RocketMQ keeps a consumer's
+// queues when its strategy throws); the failure is recorded in the status, counted and logged,
+// and retried with backoff. Broadcasting groups and message-based delivery give every member
+// every queue without calling a plugin.
+//
+// # Members and static membership
+//
+// Members are not persisted: they re-form from heartbeats, and one that misses the session
+// timeout is dropped. The strategy knows a member by its key: its instance id when it has one
+// (static membership), else its client id. A restarted static member (new client id, same
+// instance id) therefore takes its predecessor's key and queues at once, with no plugin call and
+// no new generation; the predecessor's client id is fenced for one session timeout so the two
+// cannot take the place from each other.
+//
+// # Restarts
+//
+// The last generation of every (group, topic) is persisted with the fingerprint of its inputs,
+// so numbers never go back and members keep their queues across a restart. For
+// Options.RestartGrace after a restart, a generation whose members have not all come back is
+// held: nothing is published until they have, or until the grace ends, so a restart does not
+// reshuffle everyone.
+//
+// # Time and concurrency
+//
+// Time comes from a Clock and work happens in Tick, which the daemon calls from Run and tests
+// call directly after moving a fake clock: no test sleeps for a timer. One mutex guards all
+// state. It is never held across a plugin call: Tick snapshots the due work under the mutex,
+// calls the plugins without it, and installs the results under it again, so heartbeats are never
+// stuck behind a slow plugin. A single mutex rather than a goroutine loop keeps every read
+// (heartbeat answers, status) a plain function call, and the work under it is map lookups. Writes
+// to the store (API changes, generation batches) happen under the mutex, so memory changes only
+// after the store has accepted them; they are rare next to heartbeats, which never write.
+//
+// Long-polls wait on a per-group channel that is closed whenever one of the group's generations
+// changes or the group is deleted, and on Done, closed when the coordinator closes.
+//
+// The coordinator never starts goroutines except in Run and Tick's plugin calls, never reads the
+// real clock except through its Clock, and never lets a plugin failure change an assignment.
+package coordinator

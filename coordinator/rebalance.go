@@ -1,0 +1,473 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/store"
+)
+
+// maxParallelCalls bounds the plugin calls one Tick runs at once, so a slow plugin holds up
+// other groups no longer than its own deadline while a burst of groups cannot flood the host.
+const maxParallelCalls = 8
+
+// job is the recomputation of one (group, topic): a snapshot of its inputs taken under the
+// mutex, and the result computed without it.
+type job struct {
+	g       *group
+	st      *topicState
+	seq     uint64
+	binding Binding
+	queues  []abi.Queue
+	cids    map[string]string // member key -> client id at snapshot time
+	base    string            // fingerprint of the inputs, without the plugin version
+	req     *abi.Request      // nil when no plugin is needed
+
+	result  map[string][]abi.Queue
+	version string
+	err     error
+}
+
+// Run calls Tick whenever work is due, until ctx ends. Plugin calls made by Tick use ctx.
+func (c *Coordinator) Run(ctx context.Context) error {
+	const minWait, maxWait = 10 * time.Millisecond, time.Second
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-c.wake:
+		}
+		next := c.Tick(ctx)
+		wait := maxWait
+		if !next.IsZero() {
+			wait = min(max(next.Sub(c.clock.Now()), minWait), maxWait)
+		}
+		timer.Stop()
+		select {
+		case <-timer.C:
+		default:
+		}
+		timer.Reset(wait)
+	}
+}
+
+// Tick does the work that is due at the clock's time: it drops members whose session ran out,
+// recomputes the (group, topic)s whose inputs changed and whose debounce window has passed,
+// publishes the new generations, and retries failed ones after their backoff. It returns when
+// it next has work (zero if none is scheduled). Tick blocks while it calls plugins; calls are
+// serialized.
+func (c *Coordinator) Tick(ctx context.Context) time.Time {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+
+	c.mu.Lock()
+	now := c.clock.Now()
+	c.expire(now)
+	jobs := c.dueJobs(now)
+	c.mu.Unlock()
+
+	c.run(ctx, jobs)
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now = c.clock.Now()
+	c.install(jobs, now)
+	return c.nextDeadline(now)
+}
+
+// dueJobs snapshots every dirty (group, topic) whose time has come and whose inputs really
+// differ from its generation's; states whose inputs turn out unchanged are simply cleaned.
+func (c *Coordinator) dueJobs(now time.Time) []*job {
+	var jobs []*job
+	for _, g := range c.groups {
+		for _, st := range g.topics {
+			if !st.dirty || st.computing || now.Before(st.due(&c.opts)) || c.held(g, st, now) {
+				continue
+			}
+			j := c.snapshot(g, st, g.cfg.Binding)
+			if st.gen != nil && st.failures == 0 && c.fingerprint(j, c.plugins[j.binding.Strategy]) == st.gen.Inputs {
+				st.dirty = false
+				continue
+			}
+			st.computing = true
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs
+}
+
+// held reports whether a generation persisted before a restart must wait for members that have
+// not come back yet.
+func (c *Coordinator) held(g *group, st *topicState, now time.Time) bool {
+	if st.gen == nil || !now.Before(c.graceUntil) {
+		return false
+	}
+	for key := range st.gen.Assignment {
+		if g.keys[key] == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot captures a (group, topic)'s inputs under binding b. When the answer needs no plugin
+// (broadcasting, message delivery, no members, no queues) it is computed here.
+func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
+	j := &job{g: g, st: st, seq: st.seq, binding: b}
+	if t, ok := c.topics[st.name]; ok {
+		j.queues = ReadQueues(t)
+	}
+	ms := g.sortedMembers(st.name)
+	j.cids = make(map[string]string, len(ms))
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = m.key
+		j.cids[m.key] = m.cid
+	}
+	j.base = inputsBase(b, j.queues, ms)
+	switch {
+	case !usesPlugin(b):
+		j.result = make(map[string][]abi.Queue, len(keys))
+		for _, k := range keys {
+			j.result[k] = j.queues
+		}
+	case len(keys) == 0 || len(j.queues) == 0:
+		// RocketMQ's strategies refuse an empty mqAll or cidAll; the answer is plain anyway.
+		j.result = make(map[string][]abi.Queue, len(keys))
+		for _, k := range keys {
+			j.result[k] = []abi.Queue{}
+		}
+	default:
+		attrs := make([]abi.Attrs, len(ms))
+		for i, m := range ms {
+			attrs[i].Labels = m.labels
+			if m.hasWeight {
+				attrs[i].Metrics = map[string]int64{WeightLabel: m.weight}
+			}
+		}
+		j.req = &abi.Request{
+			Group: g.cfg.Name, Queues: j.queues, Consumers: keys, ConsumerAttrs: attrs,
+			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues),
+		}
+	}
+	return j
+}
+
+// prevOwners lists, parallel to queues, the key that owned each queue in gen.
+func prevOwners(gen *store.Generation, queues []abi.Queue) []string {
+	if gen == nil {
+		return nil
+	}
+	owner := make(map[abi.Queue]string)
+	for key, qs := range gen.Assignment {
+		for _, q := range qs {
+			owner[q] = key
+		}
+	}
+	out := make([]string, len(queues))
+	for i, q := range queues {
+		out[i] = owner[q]
+	}
+	return out
+}
+
+// run computes the jobs that need a plugin, a few at a time.
+func (c *Coordinator) run(ctx context.Context, jobs []*job) {
+	sem := make(chan struct{}, maxParallelCalls)
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		if j.req == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			j.result, j.version, j.err = c.allocate(ctx, j.binding.Strategy, j.req)
+		}()
+	}
+	wg.Wait()
+}
+
+// allocate calls the plugin, counts the call, and turns the answer into key -> queues. A
+// failed result for any member fails the whole call: a partial answer would leave that
+// member's queues to nobody.
+func (c *Coordinator) allocate(ctx context.Context, plugin string, req *abi.Request) (map[string][]abi.Queue, string, error) {
+	start := time.Now()
+	resp, version, err := c.opts.Allocator.Allocate(ctx, plugin, req)
+	c.m.observeCall(plugin, time.Since(start), err)
+	if err != nil {
+		return nil, version, err
+	}
+	if err := abi.Validate(req, resp); err != nil {
+		c.m.callErrors.WithLabelValues(plugin).Inc()
+		return nil, version, fmt.Errorf("plugin %q: invalid answer: %w", plugin, err)
+	}
+	out := make(map[string][]abi.Queue, len(req.Consumers))
+	var failures []string
+	for i, r := range resp.Results {
+		key := req.Target(i)
+		if r.Failed {
+			failures = append(failures, fmt.Sprintf("consumer %q: %s", key, r.Err))
+			continue
+		}
+		qs := make([]abi.Queue, len(r.Indices))
+		for n, x := range r.Indices {
+			qs[n] = req.Queues[x]
+		}
+		out[key] = qs
+	}
+	if len(failures) > 0 {
+		c.m.callErrors.WithLabelValues(plugin).Inc()
+		return nil, version, fmt.Errorf("plugin %q failed for %d of %d members: %s", plugin, len(failures), len(resp.Results), strings.Join(failures, "; "))
+	}
+	return out, version, nil
+}
+
+// pending is a generation waiting to be stored before it replaces the one in force.
+type pending struct {
+	j       *job // nil for a stored-only change (a renamed key)
+	st      *topicState
+	g       *group
+	gen     *store.Generation
+	publish bool // a new number: wake long-polls
+}
+
+// install stores and publishes the results of jobs, in one store transaction.
+func (c *Coordinator) install(jobs []*job, now time.Time) {
+	var batch []pending
+	for _, j := range jobs {
+		j.st.computing = false
+		if c.groups[j.g.cfg.Name] != j.g || j.g.topics[j.st.name] != j.st {
+			continue // the group was deleted meanwhile
+		}
+		c.m.rebalances.WithLabelValues(j.g.cfg.Name).Inc()
+		if j.err != nil {
+			c.fail(j.g, j.st, j.err, now)
+			continue
+		}
+		version := ""
+		if j.req != nil {
+			version = j.version
+			// Adopt the version of a plugin nobody announced (the registry tells about
+			// reloads; this covers a coordinator started without announcements).
+			if _, known := c.plugins[j.binding.Strategy]; !known && version != "" {
+				c.plugins[j.binding.Strategy] = version
+			}
+		}
+		gen := &store.Generation{
+			Group: j.g.cfg.Name, Topic: j.st.name, Assignment: j.result, CIDs: currentCIDs(j.g, j.cids),
+			Inputs: c.fingerprint(j, version), At: now.UTC(),
+		}
+		if j.req != nil {
+			gen.Plugin, gen.PluginVersion = j.binding.Strategy, version
+		}
+		old := j.st.gen
+		switch {
+		case old == nil || !equalAssignment(old.Assignment, gen.Assignment):
+			gen.Number = 1
+			if old != nil {
+				gen.Number = old.Number + 1
+			}
+			batch = append(batch, pending{j: j, st: j.st, g: j.g, gen: gen, publish: true})
+		case old.Inputs != gen.Inputs || old.PluginVersion != gen.PluginVersion || j.st.persist:
+			// Same queues from new inputs (a label the strategy ignores, a reload that
+			// answers alike): keep the number, remember the inputs.
+			gen.Number, gen.At = old.Number, old.At
+			batch = append(batch, pending{j: j, st: j.st, g: j.g, gen: gen})
+		default:
+			c.settled(j, old)
+		}
+	}
+	// Keys renamed by restarted static members, not yet stored.
+	for _, g := range c.groups {
+		for _, st := range g.topics {
+			if st.persist && !st.computing && !slices.ContainsFunc(batch, func(p pending) bool { return p.st == st }) {
+				gen := *st.gen
+				gen.CIDs = maps.Clone(st.gen.CIDs)
+				batch = append(batch, pending{st: st, g: g, gen: &gen})
+			}
+		}
+	}
+	if len(batch) == 0 {
+		return
+	}
+	gens := make([]store.Generation, len(batch))
+	for i, p := range batch {
+		gens[i] = *p.gen
+	}
+	if err := c.store.PutGenerations(gens...); err != nil {
+		err = fmt.Errorf("storing generations: %w", err)
+		for _, p := range batch {
+			if p.j != nil {
+				c.fail(p.g, p.st, err, now)
+			}
+		}
+		c.log.Error().Err(err).Int("generations", len(batch)).Msg("generations not published: the store refused them")
+		return
+	}
+	for _, p := range batch {
+		p.st.gen = p.gen
+		p.st.persist = false
+		if p.j == nil {
+			continue
+		}
+		c.settled(p.j, p.gen)
+		if p.publish {
+			c.m.generations.WithLabelValues(p.g.cfg.Name).Inc()
+			c.m.generation.WithLabelValues(p.g.cfg.Name, p.st.name).Set(float64(p.gen.Number))
+			c.log.Info().Str("group", p.g.cfg.Name).Str("topic", p.st.name).Int64("generation", p.gen.Number).
+				Int("members", len(p.gen.Assignment)).Str("plugin", p.gen.Plugin).Msg("generation published")
+		}
+	}
+	notified := map[*group]bool{}
+	for _, p := range batch {
+		if p.publish && !notified[p.g] {
+			notified[p.g] = true
+			p.g.notify()
+		}
+	}
+}
+
+// settled clears a state's failure, and its dirty mark unless its inputs changed while the
+// job ran or the plugin was announced in a new version since.
+func (c *Coordinator) settled(j *job, gen *store.Generation) {
+	st := j.st
+	st.failures, st.lastErr, st.retryAt = 0, "", time.Time{}
+	if st.seq == j.seq && (j.req == nil || c.fingerprint(j, c.plugins[j.binding.Strategy]) == gen.Inputs) {
+		st.dirty = false
+	}
+}
+
+// fail records a failed recomputation: the generation in force stays, and the state is retried
+// with exponential backoff.
+func (c *Coordinator) fail(g *group, st *topicState, err error, now time.Time) {
+	st.failures++
+	st.lastErr = err.Error()
+	st.lastErrAt = now
+	backoff := time.Second << min(st.failures-1, 10)
+	st.retryAt = now.Add(min(backoff, c.opts.MaxRetry))
+	c.m.failures.WithLabelValues(g.cfg.Name).Inc()
+	ev := c.log.Warn().Err(err).Str("group", g.cfg.Name).Str("topic", st.name).Int("failures", st.failures).
+		Time("retryAt", st.retryAt)
+	if st.gen != nil {
+		ev = ev.Int64("keeping", st.gen.Number)
+	}
+	ev.Msg("rebalance failed; the previous generation stays in force")
+}
+
+// nextDeadline is the earliest time Tick has something to do.
+func (c *Coordinator) nextDeadline(now time.Time) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if now.Before(c.graceUntil) {
+		consider(c.graceUntil)
+	}
+	for _, g := range c.groups {
+		for _, m := range g.members {
+			consider(m.lastSeen.Add(c.opts.SessionTimeout))
+		}
+		for _, st := range g.topics {
+			switch {
+			case !st.dirty || st.computing:
+			case c.held(g, st, now):
+				consider(c.graceUntil)
+			default:
+				consider(st.due(&c.opts))
+			}
+		}
+	}
+	return next
+}
+
+// inputsBase fingerprints what an assignment depends on besides the plugin's version: the
+// binding (the strategy and config only when a plugin is used), the queues, and the members'
+// keys (with labels, when a plugin sees them). Client ids are left out: a static member's
+// restart changes nothing.
+func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
+	h := sha256.New()
+	w := func(s string) {
+		var n [4]byte
+		binary.LittleEndian.PutUint32(n[:], uint32(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	w("allocd-inputs-1")
+	w(string(b.Model))
+	w(string(b.Delivery))
+	plugin := usesPlugin(b)
+	if plugin {
+		w(b.Strategy)
+		writeMap(w, b.Config)
+	}
+	w(strconv.Itoa(len(queues)))
+	for _, q := range queues {
+		w(q.Topic)
+		w(q.BrokerName)
+		w(strconv.Itoa(int(q.QueueID)))
+	}
+	w(strconv.Itoa(len(ms)))
+	for _, m := range ms {
+		w(m.key)
+		if plugin {
+			writeMap(w, m.labels)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeMap(w func(string), m map[string]string) {
+	keys := slices.Sorted(maps.Keys(m))
+	w(strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		w(k)
+		w(m[k])
+	}
+}
+
+// fingerprint completes a job's base with the plugin version that computed (or would compute)
+// it; a job without a plugin has no version.
+func (c *Coordinator) fingerprint(j *job, version string) string {
+	if j.req == nil {
+		version = ""
+	}
+	h := sha256.New()
+	h.Write([]byte(j.base))
+	h.Write([]byte{0})
+	h.Write([]byte(version))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// currentCIDs maps each key of a job's snapshot to the client id holding it now: a static
+// member may have restarted while the plugin ran.
+func currentCIDs(g *group, snap map[string]string) map[string]string {
+	out := make(map[string]string, len(snap))
+	for key, cid := range snap {
+		if m := g.keys[key]; m != nil {
+			cid = m.cid
+		}
+		out[key] = cid
+	}
+	return out
+}
+
+func equalAssignment(a, b map[string][]abi.Queue) bool {
+	return maps.EqualFunc(a, b, func(x, y []abi.Queue) bool { return slices.Equal(x, y) })
+}

@@ -1,0 +1,261 @@
+package coordinator
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+)
+
+// GroupStatus is a group as operators see it: its binding, its live members, and per topic the
+// generation in force with the whole assignment.
+type GroupStatus struct {
+	Group
+	Members []MemberStatus         `json:"members"`
+	Topics  map[string]TopicStatus `json:"topics"`
+}
+
+// MemberStatus is one live member.
+type MemberStatus struct {
+	CID           string            `json:"cid"`
+	InstanceID    string            `json:"instanceId,omitempty"`
+	Topics        []string          `json:"topics"`
+	Labels        map[string]string `json:"labels"`
+	LastHeartbeat time.Time         `json:"lastHeartbeat"`
+	// Generations are what the member reported having applied.
+	Generations map[string]int64 `json:"generations"`
+}
+
+// TopicStatus is one (group, topic).
+type TopicStatus struct {
+	// Generation is the number in force, 0 before the first.
+	Generation int64 `json:"generation"`
+	// Assignment maps each member's client id to its queues.
+	Assignment    map[string][]abi.Queue `json:"assignment"`
+	Plugin        string                 `json:"plugin,omitempty"`
+	PluginVersion string                 `json:"pluginVersion,omitempty"`
+	PublishedAt   *time.Time             `json:"publishedAt,omitempty"`
+	// Pending: an input changed and a new generation is being worked out.
+	Pending bool `json:"pending"`
+	// Held: after a restart, the generation waits for its members to come back.
+	Held bool `json:"held,omitempty"`
+	// Error is the last failure to compute a new generation, while it lasts.
+	Error    string     `json:"error,omitempty"`
+	ErrorAt  *time.Time `json:"errorAt,omitempty"`
+	Failures int        `json:"failures,omitempty"`
+}
+
+// GroupSummary is a group in a list.
+type GroupSummary struct {
+	Group
+	Members int `json:"members"`
+}
+
+// Group returns a group's status.
+func (c *Coordinator) Group(name string) (GroupStatus, error) {
+	if err := CheckName("group", name); err != nil {
+		return GroupStatus{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.groups[name]
+	if !ok {
+		return GroupStatus{}, notFound("group %q not found", name)
+	}
+	now := c.clock.Now()
+	s := GroupStatus{Group: cloneGroup(g.cfg), Members: make([]MemberStatus, 0, len(g.members)), Topics: map[string]TopicStatus{}}
+	for _, m := range g.members {
+		ms := MemberStatus{
+			CID: m.cid, InstanceID: m.instance, Topics: slices.Clone(m.topics), Labels: maps.Clone(m.labels),
+			LastHeartbeat: m.lastSeen.UTC(), Generations: maps.Clone(m.applied),
+		}
+		if ms.Topics == nil {
+			ms.Topics = []string{}
+		}
+		if ms.Generations == nil {
+			ms.Generations = map[string]int64{}
+		}
+		s.Members = append(s.Members, ms)
+	}
+	slices.SortFunc(s.Members, func(a, b MemberStatus) int { return strings.Compare(a.CID, b.CID) })
+	for name, st := range g.topics {
+		ts := TopicStatus{Assignment: map[string][]abi.Queue{}, Pending: st.dirty, Held: st.dirty && c.held(g, st, now),
+			Error: st.lastErr, Failures: st.failures}
+		if st.lastErr != "" {
+			at := st.lastErrAt.UTC()
+			ts.ErrorAt = &at
+		}
+		if st.gen != nil {
+			ts.Generation = st.gen.Number
+			ts.Plugin, ts.PluginVersion = st.gen.Plugin, st.gen.PluginVersion
+			at := st.gen.At
+			ts.PublishedAt = &at
+			ts.Assignment = byCID(st.gen.Assignment, st.gen.CIDs)
+		}
+		s.Topics[name] = ts
+	}
+	return s, nil
+}
+
+// Groups lists every group, sorted by name.
+func (c *Coordinator) Groups() []GroupSummary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]GroupSummary, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, GroupSummary{Group: cloneGroup(g.cfg), Members: len(g.members)})
+	}
+	slices.SortFunc(out, func(a, b GroupSummary) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func cloneGroup(g Group) Group {
+	g.Config = maps.Clone(g.Config)
+	return g
+}
+
+// byCID rekeys an assignment from member keys to client ids.
+func byCID(assign map[string][]abi.Queue, cids map[string]string) map[string][]abi.Queue {
+	out := make(map[string][]abi.Queue, len(assign))
+	for key, qs := range assign {
+		cid := cids[key]
+		if cid == "" {
+			cid = key
+		}
+		out[cid] = qs
+	}
+	return out
+}
+
+// Preview is a dry run of another binding on the live members: per topic, the assignment it
+// would give next to the one in force, and what would move.
+type Preview struct {
+	Binding Binding                 `json:"binding"`
+	Topics  map[string]TopicPreview `json:"topics"`
+}
+
+// TopicPreview compares one topic's assignment in force with the proposed one, by client id.
+type TopicPreview struct {
+	Generation int64                  `json:"generation"`
+	Current    map[string][]abi.Queue `json:"current"`
+	Proposed   map[string][]abi.Queue `json:"proposed"`
+	// Moves are the queues whose owner would change ("" for nobody), in queue order.
+	Moves []Move `json:"moves"`
+	// Counts are the queues each member holds now and would hold.
+	Counts map[string]Count `json:"counts"`
+	// Error is the plugin's failure; Proposed, Moves and Counts are then empty.
+	Error string `json:"error,omitempty"`
+}
+
+// Move is one queue changing owner.
+type Move struct {
+	Queue abi.Queue `json:"queue"`
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+}
+
+// Count is a member's queue count before and after.
+type Count struct {
+	Current  int `json:"current"`
+	Proposed int `json:"proposed"`
+}
+
+// Preview computes what binding b would assign on the group's live members, for every topic
+// the group has, and compares it with the generations in force. Nothing changes.
+func (c *Coordinator) Preview(ctx context.Context, groupName string, b Binding) (Preview, error) {
+	if err := CheckName("group", groupName); err != nil {
+		return Preview{}, err
+	}
+	b, err := normalizeBinding(b)
+	if err != nil {
+		return Preview{}, err
+	}
+	if b.Strategy != "" && c.opts.CheckStrategy != nil {
+		if err := c.opts.CheckStrategy(b.Strategy); err != nil {
+			return Preview{}, invalid("strategy %q: %v", b.Strategy, err)
+		}
+	}
+	c.mu.Lock()
+	g, ok := c.groups[groupName]
+	if !ok {
+		c.mu.Unlock()
+		return Preview{}, notFound("group %q not found", groupName)
+	}
+	type item struct {
+		j       *job
+		current map[string][]abi.Queue
+		number  int64
+	}
+	var items []item
+	for _, st := range g.topics {
+		it := item{j: c.snapshot(g, st, b), current: map[string][]abi.Queue{}}
+		if st.gen != nil {
+			it.current, it.number = byCID(st.gen.Assignment, st.gen.CIDs), st.gen.Number
+		}
+		items = append(items, it)
+	}
+	c.mu.Unlock()
+
+	jobs := make([]*job, len(items))
+	for i, it := range items {
+		jobs[i] = it.j
+	}
+	c.run(ctx, jobs)
+	p := Preview{Binding: b, Topics: make(map[string]TopicPreview, len(items))}
+	for _, it := range items {
+		tp := TopicPreview{Generation: it.number, Current: it.current, Proposed: map[string][]abi.Queue{}, Moves: []Move{}, Counts: map[string]Count{}}
+		if it.j.err != nil {
+			tp.Error = it.j.err.Error()
+		} else {
+			tp.Proposed = byCID(it.j.result, it.j.cids)
+			tp.Moves, tp.Counts = diff(tp.Current, tp.Proposed)
+		}
+		p.Topics[it.j.st.name] = tp
+	}
+	return p, nil
+}
+
+// diff lists the queues whose owner differs between two assignments, and each member's counts.
+func diff(current, proposed map[string][]abi.Queue) ([]Move, map[string]Count) {
+	owners := func(a map[string][]abi.Queue) map[abi.Queue]string {
+		o := map[abi.Queue]string{}
+		for cid, qs := range a {
+			for _, q := range qs {
+				o[q] = cid
+			}
+		}
+		return o
+	}
+	before, after := owners(current), owners(proposed)
+	var qs []abi.Queue
+	for q := range before {
+		qs = append(qs, q)
+	}
+	for q := range after {
+		if _, ok := before[q]; !ok {
+			qs = append(qs, q)
+		}
+	}
+	slices.SortFunc(qs, abi.CompareQueues)
+	moves := []Move{}
+	for _, q := range qs {
+		if before[q] != after[q] {
+			moves = append(moves, Move{Queue: q, From: before[q], To: after[q]})
+		}
+	}
+	counts := map[string]Count{}
+	for cid, qs := range current {
+		c := counts[cid]
+		c.Current = len(qs)
+		counts[cid] = c
+	}
+	for cid, qs := range proposed {
+		c := counts[cid]
+		c.Proposed = len(qs)
+		counts[cid] = c
+	}
+	return moves, counts
+}

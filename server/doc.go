@@ -1,0 +1,26 @@
+// Package server is the daemon's HTTP API: JSON under /v1, plus /metrics, /healthz and /readyz.
+//
+//	PUT    /v1/topics/{topic}                 {"brokers":[{"name":"broker-a","readQueues":8,"writeQueues":8}]}
+//	GET    /v1/topics                         {"topics":[...]}
+//	GET    /v1/topics/{topic}
+//	DELETE /v1/topics/{topic}
+//	GET    /v1/topics/{topic}/route[?key=K]   writable queues, or the one queue sharding key K maps to
+//	GET    /v1/groups                         {"groups":[...]}
+//	PUT    /v1/groups/{group}                 {"strategy":"averagely","config":{},"model":"clustering","delivery":"queue"}
+//	GET    /v1/groups/{group}                 binding, members, per topic the generation and assignment
+//	DELETE /v1/groups/{group}
+//	POST   /v1/groups/{group}/heartbeat       {"cid":"...","topics":["T"],"instanceId":"","labels":{},"generations":{"T":2}}
+//	POST   /v1/groups/{group}/leave           {"cid":"..."}
+//	GET    /v1/groups/{group}/assignment?cid=C[&topic=T][&after=N][&wait=30s]   long-poll
+//	POST   /v1/groups/{group}/preview         a binding; the assignment it would give, and the diff
+//	GET    /v1/plugins, /v1/plugins/{name}    the plugin registry's status
+//
+// Every error is {"error":"..."} with a 4xx status for a request the client can fix (400 a bad
+// value, 404 an unknown name, 405 a wrong method, 409 a conflict with the current state, 413 a
+// body over the limit) and 5xx for the daemon's own trouble (507 a full disk, 500 another store
+// failure, 503 shutting down). Bodies are JSON objects of known fields only: an unknown field is
+// refused by name, so a typo never passes silently.
+//
+// The package holds no state of its own beyond the shutdown signal: everything is asked of the
+// coordinator, and it never writes to the store directly.
+package server

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/allocd/allocd/coordinator"
+)
+
+// Plugins is the plugin registry as the API shows it. Values are encoded as JSON as they are.
+type Plugins interface {
+	// List returns the status of every plugin.
+	List() any
+	// Get returns one plugin's status, and whether it exists.
+	Get(name string) (any, bool)
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxBody     = 1 << 20
+	DefaultMaxWait     = 60 * time.Second
+	DefaultDefaultWait = 30 * time.Second
+)
+
+// Options set up a Server.
+type Options struct {
+	// Coordinator answers every /v1 request (required).
+	Coordinator *coordinator.Coordinator
+	// Plugins answers /v1/plugins; nil shows none.
+	Plugins Plugins
+	// Logger receives one debug line per request, and 5xx errors at error level.
+	Logger zerolog.Logger
+	// Gatherer serves /metrics; nil leaves /metrics out.
+	Gatherer prometheus.Gatherer
+	// Metrics, if set, receives the HTTP request metrics.
+	Metrics prometheus.Registerer
+	// MaxBody caps request bodies (DefaultMaxBody, 1 MiB).
+	MaxBody int64
+	// MaxWait caps a long-poll's wait (DefaultMaxWait); DefaultWait is its wait when the
+	// client gives after but no wait (DefaultDefaultWait).
+	MaxWait, DefaultWait time.Duration
+	// Ready reports whether the daemon can serve (/readyz); nil means ready.
+	Ready func() error
+}
+
+// Server is the HTTP API.
+type Server struct {
+	opts     Options
+	c        *coordinator.Coordinator
+	log      zerolog.Logger
+	handler  http.Handler
+	requests *prometheus.CounterVec
+	seconds  *prometheus.HistogramVec
+
+	drainOnce sync.Once
+	drain     chan struct{}
+	waiting   atomic.Int64 // long-polls blocked on a change, for tests
+}
+
+// New builds the server and its routes.
+func New(opts Options) (*Server, error) {
+	if opts.Coordinator == nil {
+		return nil, errors.New("server: Options.Coordinator is required")
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.DefaultWait <= 0 {
+		opts.DefaultWait = DefaultDefaultWait
+	}
+	s := &Server{
+		opts: opts, c: opts.Coordinator, log: opts.Logger, drain: make(chan struct{}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "allocd_http_requests_total", Help: "HTTP requests by route and status code.",
+		}, []string{"route", "code"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "allocd_http_request_seconds", Help: "HTTP request latency by route (long-polls included).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 us .. 26 s
+		}, []string{"route"}),
+	}
+	if opts.Metrics != nil {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds} {
+			if err := opts.Metrics.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Drain makes long-polls answer at once and /readyz fail: call it when shutting down, before
+// http.Server.Shutdown, so that waiting requests do not hold the shutdown up.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+func (s *Server) draining() bool {
+	select {
+	case <-s.drain:
+		return true
+	default:
+		return false
+	}
+}
+
+type route struct {
+	method, path string
+	h            func(w http.ResponseWriter, r *http.Request) error
+}
+
+func (s *Server) routes() http.Handler {
+	routes := []route{
+		{"GET", "/v1/topics", s.listTopics},
+		{"PUT", "/v1/topics/{topic}", s.putTopic},
+		{"GET", "/v1/topics/{topic}", s.getTopic},
+		{"DELETE", "/v1/topics/{topic}", s.deleteTopic},
+		{"GET", "/v1/topics/{topic}/route", s.route},
+		{"GET", "/v1/groups", s.listGroups},
+		{"PUT", "/v1/groups/{group}", s.putGroup},
+		{"GET", "/v1/groups/{group}", s.getGroup},
+		{"DELETE", "/v1/groups/{group}", s.deleteGroup},
+		{"POST", "/v1/groups/{group}/heartbeat", s.heartbeat},
+		{"POST", "/v1/groups/{group}/leave", s.leave},
+		{"GET", "/v1/groups/{group}/assignment", s.assignment},
+		{"POST", "/v1/groups/{group}/preview", s.preview},
+		{"GET", "/v1/plugins", s.listPlugins},
+		{"GET", "/v1/plugins/{name}", s.getPlugin},
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+	}
+	mux := http.NewServeMux()
+	methods := map[string][]string{}
+	var paths []string
+	for _, rt := range routes {
+		pattern := rt.method + " " + rt.path
+		mux.Handle(pattern, s.wrap(pattern, rt.h))
+		if methods[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	if s.opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+		paths = append(paths, "/metrics")
+		methods["/metrics"] = []string{"GET"}
+	}
+	// A path with a method of its own wins over the same path without one, so these answer
+	// only the methods a path does not serve: a JSON 405 instead of the mux's plain text.
+	for _, p := range paths {
+		allow := methods[p]
+		if slices.Contains(allow, "GET") {
+			allow = append(allow, "HEAD")
+		}
+		mux.Handle(p, s.wrap(p, func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Allow", joinComma(allow))
+			return &apiError{status: http.StatusMethodNotAllowed, msg: "method " + r.Method + " not allowed on " + r.URL.Path + "; allowed: " + joinComma(allow)}
+		}))
+	}
+	mux.Handle("/", s.wrap("unknown", func(w http.ResponseWriter, r *http.Request) error {
+		return &apiError{status: http.StatusNotFound, msg: "no such endpoint: " + r.URL.Path + " (the API is under /v1)"}
+	}))
+	return mux
+}
+
+func joinComma(ss []string) string {
+	var b bytes.Buffer
+	for i, s := range ss {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// wrap limits the body, writes a handler's error as JSON, and records metrics and a log line.
+func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+		sw := &statusWriter{ResponseWriter: w}
+		if err := h(sw, r); err != nil {
+			s.writeError(sw, r, err)
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Inc()
+		s.seconds.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+			Dur("took", time.Since(start)).Msg("request")
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func (s *Server) writeError(w *statusWriter, r *http.Request, err error) {
+	if w.status != 0 {
+		// The answer has started; all that is left is to log.
+		s.log.Warn().Err(err).Str("path", r.URL.Path).Msg("error after the response started")
+		return
+	}
+	status := statusOf(err)
+	if status >= 500 {
+		s.log.Error().Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", status).Msg("request failed")
+	}
+	writeJSON(w, status, errorBody{Error: err.Error()})
+}
+
+// statusOf maps an error to its HTTP status.
+func statusOf(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.status
+	}
+	switch coordinator.KindOf(err) {
+	case coordinator.KindInvalid:
+		return http.StatusBadRequest
+	case coordinator.KindNotFound:
+		return http.StatusNotFound
+	case coordinator.KindConflict:
+		return http.StatusConflict
+	case coordinator.KindStorage:
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return http.StatusInsufficientStorage
+		}
+	}
+	return http.StatusInternalServerError
+}
