@@ -14,7 +14,8 @@ const (
 	// given to some member whenever the group has members.
 	PropPartial = "partial"
 	// PropSticky: when one member joins or leaves, no queue moves between two members that were
-	// there before and after.
+	// there before and after, beyond what the plugin's own load bound forces (a join lowers the
+	// bound, and members above the new bound shed queues the newcomer may not all take).
 	PropSticky = "sticky"
 )
 

@@ -339,7 +339,11 @@ func (r *runner) run() (*Report, error) {
 		ri := r.ref.Info()
 		rep.Reference = &ri
 	}
-	memSource, memBefore := r.memory()
+	var memSource string
+	var memBefore int64
+	if !r.quick { // a full GC would be a needless cost on the hot-reload path that runs Quick
+		memSource, memBefore = r.memory()
+	}
 
 	// Phase 1: every scenario once, checked over the whole group, and a join and a leave.
 	type kept struct {
@@ -469,7 +473,10 @@ func (r *runner) run() (*Report, error) {
 		}
 	}
 
-	_, memAfter := r.memory()
+	memAfter := memBefore
+	if !r.quick {
+		_, memAfter = r.memory()
+	}
 	rep.Cost = r.cost(memSource, memBefore, memAfter)
 	rep.Stability = []Movement{*r.moves[Join], *r.moves[Leave]}
 
@@ -789,8 +796,8 @@ func (r *runner) movement(sc *Scenario, before *outcome, ev Event, timed bool) (
 	mv.Forced = max(0, shed-cntAfter[ev.Consumer]-unassignedAfter)
 	reason := ""
 	if r.info.Has(abi.PropSticky) && mv.BetweenStayers > mv.Forced {
-		reason = fmt.Sprintf("%d queues moved between consumers present before and after the %s of %q (the new counts force %d); first: queue %d (%s) from %q to %q, and the plugin promises %q",
-			mv.BetweenStayers, ev.Kind, ev.Consumer, mv.Forced, firstMove, sc.MQAll[firstMove], owners[firstMove], now[firstMove], abi.PropSticky)
+		reason = fmt.Sprintf("%s moved between consumers present before and after the %s of %q (the new counts force %d); first: queue %d (%s) from %q to %q, and the plugin promises %q",
+			plural(mv.BetweenStayers, "queue"), ev.Kind, ev.Consumer, mv.Forced, firstMove, sc.MQAll[firstMove], owners[firstMove], now[firstMove], abi.PropSticky)
 	}
 	return mv, &afterState{asc, ao}, reason
 }

@@ -367,6 +367,9 @@ func TestNativeBroken(t *testing.T) {
 	if f.Event == nil || (f.Event.Kind != harness.Join && f.Event.Kind != harness.Leave) {
 		t.Fatalf("stability failure without its event: %+v", f)
 	}
+	if f.Scenario.Group != "g" || !strings.HasPrefix(f.Event.Consumer, "c") || !strings.HasPrefix(f.Scenario.CIDAll[0], "c") {
+		t.Fatalf("stability failure not shrunk to short names: %+v %+v", f.Scenario, f.Event)
+	}
 }
 
 type erring struct{ *native }
@@ -384,7 +387,9 @@ type counting struct {
 	calls int
 }
 
-func (c *counting) Info() abi.Info { return abi.Info{Name: "counting", Properties: []string{abi.PropBalanced}} }
+func (c *counting) Info() abi.Info {
+	return abi.Info{Name: "counting", Properties: []string{abi.PropBalanced}}
+}
 
 func (c *counting) Allocate(_ context.Context, req *abi.Request) (*abi.Response, error) {
 	c.mu.Lock()
@@ -408,6 +413,17 @@ func TestNativeErrorsAndDeterminism(t *testing.T) {
 
 	rep = run(t, &counting{}, harness.Options{Scenarios: 10})
 	requireFailure(t, rep, harness.CheckDeterminism, "answered differently", 1, 2)
+}
+
+func TestCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := harness.Run(ctx, nativeAveragely(), harness.Options{Scenarios: 5}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if err := harness.Quick(ctx, nativeAveragely(), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Quick = %v, want context.Canceled", err)
+	}
 }
 
 func TestNativeQuick(t *testing.T) {
@@ -523,12 +539,11 @@ func TestReportJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back struct {
-		Plugin   abi.Info               `json:"plugin"`
-		Checks   []harness.CheckResult  `json:"checks"`
-		Failures []harness.Failure      `json:"failures"`
-		Cost     map[string]any         `json:"cost"`
-		Stab     []harness.Movement     `json:"stability"`
-		Extra    map[string]interface{} `json:"-"`
+		Plugin   abi.Info              `json:"plugin"`
+		Checks   []harness.CheckResult `json:"checks"`
+		Failures []harness.Failure     `json:"failures"`
+		Cost     map[string]any        `json:"cost"`
+		Stab     []harness.Movement    `json:"stability"`
 	}
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Plugin.Properties) > 0 {
 		promises = strings.Join(r.Plugin.Properties, ", ")
 	}
-	fmt.Fprintf(&b, "plugin     %s %s (ABI %s), promises %s\n", r.Plugin.Name, r.Plugin.Version, r.Plugin.ABI, promises)
+	abiVersion := ""
+	if r.Plugin.ABI != "" {
+		abiVersion = " (ABI " + r.Plugin.ABI + ")"
+	}
+	fmt.Fprintf(&b, "plugin     %s %s%s, promises %s\n", r.Plugin.Name, r.Plugin.Version, abiVersion, promises)
 	if r.Reference != nil {
 		fmt.Fprintf(&b, "reference  %s %s\n", r.Reference.Name, r.Reference.Version)
 	}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,7 +24,7 @@ func (r *runner) minimize(check string, f *found) *Failure {
 	if pred == nil || r.opts.ShrinkBudget < 0 {
 		return out
 	}
-	s := &shrinker{pred: pred, budget: r.opts.ShrinkBudget, deadline: time.Now().Add(r.opts.ShrinkTime)}
+	s := &shrinker{ctx: r.ctx, pred: pred, budget: r.opts.ShrinkBudget, deadline: time.Now().Add(r.opts.ShrinkTime)}
 	sc, ev := s.shrink(f.sc, f.ev)
 	if sc == f.sc {
 		return out
@@ -124,13 +125,16 @@ func (r *runner) deterministic(sc *Scenario) string {
 // shrinker searches for a smaller scenario on which pred still fails, within a budget of
 // evaluations and a deadline.
 type shrinker struct {
+	ctx      context.Context
 	pred     predicate
 	budget   int
 	deadline time.Time
 	evals    int
 }
 
-func (s *shrinker) exhausted() bool { return s.evals >= s.budget || time.Now().After(s.deadline) }
+func (s *shrinker) exhausted() bool {
+	return s.evals >= s.budget || time.Now().After(s.deadline) || s.ctx.Err() != nil
+}
 
 func (s *shrinker) fails(sc *Scenario, ev *Event) bool {
 	if sc == nil || s.exhausted() {
@@ -165,6 +169,10 @@ func (s *shrinker) shrink(sc *Scenario, ev *Event) (*Scenario, *Event) {
 	}
 	if c, e := renameConsumers(cur, ev); s.fails(c, e) {
 		cur, ev = c, e
+	} else if c := cur.clone(); c.Group != "g" {
+		if c.Group = "g"; s.fails(c, ev) {
+			cur = c
+		}
 	}
 	if c := renameQueues(cur); s.fails(c, ev) {
 		cur = c
@@ -232,13 +240,19 @@ func without(cur *Scenario, ev *Event, queues bool, start, k int) *Scenario {
 	return c
 }
 
-// renameConsumers gives the consumers short ids in the same order (c0, c1, ...), the outsider,
-// a joining consumer and previous owners that are gone short ids too, and the group a short name.
+// renameConsumers gives the consumers short ids that sort as theirs did (c0, c1, ...; a joining
+// consumer gets the id of its place among them), previous owners that are gone and the outsider
+// short ids too, and the group a short name.
 func renameConsumers(cur *Scenario, ev *Event) (*Scenario, *Event) {
 	c := cur.clone()
-	width := len(fmt.Sprint(max(0, len(c.CIDAll)-1)))
+	all := slices.Clone(c.CIDAll)
+	if ev != nil && ev.Kind == Join {
+		all = append(all, ev.Consumer)
+		slices.Sort(all)
+	}
+	width := len(fmt.Sprint(max(0, len(all)-1)))
 	names := map[string]string{}
-	for i, id := range c.CIDAll {
+	for i, id := range all {
 		names[id] = fmt.Sprintf("c%0*d", width, i)
 	}
 	gone := 0
@@ -268,11 +282,7 @@ func renameConsumers(cur *Scenario, ev *Event) (*Scenario, *Event) {
 		return c, nil
 	}
 	e := *ev
-	if e.Kind == Join {
-		e.Consumer = "new"
-	} else {
-		e.Consumer = rename(e.Consumer)
-	}
+	e.Consumer = rename(e.Consumer)
 	return c, &e
 }
 
