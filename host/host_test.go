@@ -187,14 +187,17 @@ func TestHostilePlugins(t *testing.T) {
 			p := load(t, rt, c.plugin)
 			start := time.Now()
 			_, err := p.Allocate(context.Background(), req())
-			if !host.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `plugin "`+c.plugin+`"`) {
+			// A guest that grows its heap to the cap may be stopped by the deadline first, while
+			// its collector thrashes on a loaded machine: that is a clear error within the
+			// deadline too.
+			memTimeout := c.plugin == "memhog" && host.IsKind(err, host.KindTimeout)
+			if !memTimeout && (!host.IsKind(err, c.kind) || !strings.Contains(err.Error(), c.want)) || !strings.Contains(err.Error(), `plugin "`+c.plugin+`"`) {
 				t.Fatalf("err = %v, want kind %s naming %q and %q", err, c.kind, c.plugin, c.want)
 			}
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("took %v", d)
 			}
-			// A second call gets a fresh instance and fails again. (A guest that grows its heap
-			// to the cap may be stopped by the deadline first, while its collector thrashes.)
+			// A second call gets a fresh instance and fails again.
 			if _, err := p.Allocate(context.Background(), req()); !host.IsKind(err, c.kind) && !(c.plugin == "memhog" && host.IsKind(err, host.KindTimeout)) {
 				t.Fatalf("second call: %v", err)
 			}

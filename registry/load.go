@@ -27,6 +27,7 @@ const (
 	outLoaded    = "loaded"
 	outReloaded  = "reloaded"
 	outFailed    = "failed"
+	outPending   = "pending" // failed, but the file changed a moment ago: read it again later
 	outUnchanged = "unchanged"
 	outSkipped   = "skipped" // the same contents were rejected before
 	outUnstable  = "unstable"
@@ -104,20 +105,46 @@ func (r *Registry) next() (string, bool) {
 	return key, true
 }
 
-// schedule enqueues key once it has been quiet for the debounce period: each call restarts its
-// timer.
-func (r *Registry) schedule(key string) {
+// changed notes a watcher event for key and enqueues key once it has seen no other for Settle.
+func (r *Registry) changed(key string) {
 	r.qmu.Lock()
 	defer r.qmu.Unlock()
+	r.lastEvent[key] = time.Now()
+	r.scheduleLocked(key, r.settle)
+}
+
+// quiet is how long ago the watcher last reported a change to name (a long time when never).
+func (r *Registry) quiet(name string) time.Duration {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	t, ok := r.lastEvent[name]
+	if !ok {
+		return time.Duration(1<<63 - 1)
+	}
+	q := time.Since(t)
+	if q >= r.debounce {
+		delete(r.lastEvent, name)
+	}
+	return q
+}
+
+// schedule enqueues key after delay; a later call restarts the timer.
+func (r *Registry) schedule(key string, delay time.Duration) {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	r.scheduleLocked(key, delay)
+}
+
+func (r *Registry) scheduleLocked(key string, delay time.Duration) {
 	if r.closed() {
 		return
 	}
 	if t, ok := r.timers[key]; ok {
-		t.Reset(r.debounce)
+		t.Reset(delay)
 		return
 	}
 	var t *time.Timer
-	t = time.AfterFunc(r.debounce, func() {
+	t = time.AfterFunc(delay, func() {
 		r.qmu.Lock()
 		if r.timers[key] == t {
 			delete(r.timers, key)
@@ -158,6 +185,9 @@ func (r *Registry) scan(force bool) {
 		names[name] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if r.closed() {
+			return
+		}
 		r.check(name, force)
 	}
 }
@@ -179,7 +209,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 		return r.fileRemoved(name)
 	case errors.Is(err, errUnstable):
 		// Still being written: look again once it has been quiet for a while.
-		r.schedule(name)
+		r.schedule(name, r.settle)
 		return outUnstable
 	case errors.Is(err, errEmpty):
 		// cp and editors truncate first; the write that follows sends another event.
@@ -192,12 +222,31 @@ func (r *Registry) checkFile(name string, force bool) string {
 	hash := host.Hash(data)
 	e := r.ensureEntry(name)
 	if v := e.active.Load(); v != nil && v.v.Hash == hash {
+		e.pending = nil
 		return outUnchanged
 	}
 	if hash == e.failedHash && !force {
 		return outSkipped
 	}
-	return r.load(e, data, hash)
+	f := e.pending
+	e.pending = nil
+	if f == nil || f.hash != hash {
+		// A new version: try it.
+		outcome, fail := r.load(e, data, hash)
+		if fail == nil || r.closed() {
+			return outcome
+		}
+		f = fail
+	}
+	// The version failed. If the file changed a moment ago it may be a copy in progress: read
+	// it again once it has been quiet for Debounce, and only then believe the failure.
+	if q := r.quiet(name); q < r.debounce {
+		e.pending = f
+		r.schedule(name, r.debounce-q)
+		return outPending
+	}
+	r.reject(e, f.hash, f.stage, f.err, f.attempt, f.took)
+	return outFailed
 }
 
 // readStable reads a file (following symlinks) and refuses a read during which it changed.
@@ -268,11 +317,11 @@ func (r *Registry) removeEntryLocked(name string) {
 }
 
 // load prepares, self-tests and validates a new version, and swaps it in only if every step
-// passed.
-func (r *Registry) load(e *entry, data []byte, hash string) string {
+// passed; otherwise it returns the failure, for the caller to record or retry.
+func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
 	start := time.Now()
 	attempt := r.clock.Now()
-	ctx := context.Background()
+	ctx := r.ctx
 	stage := "load"
 	p, err := r.rt.Load(ctx, e.name, data)
 	if err == nil {
@@ -285,15 +334,14 @@ func (r *Registry) load(e *entry, data []byte, hash string) string {
 		}
 		cancel()
 		if err != nil {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			p.Close(cctx)
 			cancel()
 		}
 	}
 	took := time.Since(start)
 	if err != nil {
-		r.reject(e, hash, stage, err, attempt, took)
-		return outFailed
+		return outFailed, &failure{hash: hash, stage: stage, err: err, attempt: attempt, took: took}
 	}
 
 	v := &version{r: r, p: p, v: Version{Hash: hash, Version: p.Info().Version}}
@@ -320,12 +368,15 @@ func (r *Registry) load(e *entry, data []byte, hash string) string {
 		r.opts.Metrics.ObserveReload(e.name, ResultOK, took)
 	}
 	r.emit(Event{Name: e.name, Kind: kind, Hash: hash, Version: v.v.Version})
-	return outcome
+	return outcome, nil
 }
 
 // reject records a version that may not serve.
 func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.Time, took time.Duration) {
-	reason := stage + ": " + err.Error()
+	reason := err.Error()
+	if stage != "load" { // the host's load errors say "load" already
+		reason = stage + ": " + reason
+	}
 	r.mu.Lock()
 	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, reason
 	e.failures++

@@ -12,12 +12,14 @@
 // logged and shown in Status.
 //
 // The watcher copes with the ways files really change: editors writing in place, cp over the file
-// (a half-written file is never loaded: changes are debounced per name, a read must see the same
-// size and modification time before and after, and a read that does not compile never replaces a
-// good version), write-to-temp-then-rename (temp names such as .x.wasm.tmp, x.wasm~ and .#x are
-// ignored), a Kubernetes ConfigMap's ..data symlink swap (any change to a ..name rescans every
-// plugin; symlinks are followed), bursts of events, and the same bytes written again (versions
-// are compared by content hash).
+// (a half-written file never serves: a file is read once it has seen no event for Settle, a read
+// must see the same size and modification time before and after, a read that does not load never
+// replaces a good version, and it counts as rejected only once the file has been quiet for
+// Debounce; until then it is taken for a write in progress and read again),
+// write-to-temp-then-rename (temp names such as .x.wasm.tmp, x.wasm~ and .#x are ignored), a
+// Kubernetes ConfigMap's ..data symlink swap (any change to a ..name rescans every plugin;
+// symlinks are followed), bursts of events, and the same bytes written again (versions are
+// compared by content hash).
 package registry
 
 import (
@@ -41,10 +43,14 @@ import (
 
 // Defaults of Options.
 const (
-	// DefaultDebounce is how long a plugin file must stay quiet before it is read. Copies,
-	// editor saves, renames and ConfigMap swaps finish within milliseconds; 100 ms coalesces
-	// them and keeps a cached reload well under 300 ms on a busy 2-core machine.
-	DefaultDebounce = 100 * time.Millisecond
+	// DefaultSettle is how long a plugin file must see no events before it is read. Copies,
+	// editor saves, renames and ConfigMap swaps finish within milliseconds, so this coalesces
+	// a burst into one read while keeping a cached reload fast.
+	DefaultSettle = 50 * time.Millisecond
+	// DefaultDebounce is how long a plugin file must see no events before a version of it that
+	// fails to load counts as rejected; until then the failure is taken for a write still in
+	// progress (a slow copy) and the file is read again.
+	DefaultDebounce = 200 * time.Millisecond
 	// DefaultValidateTimeout bounds the self-test plus Options.Validate of one new version.
 	DefaultValidateTimeout = time.Minute
 	// MaxFileSize is the largest plugin file the registry reads.
@@ -65,9 +71,10 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-// Metrics receives one observation per load attempt (a new or changed file). result is
-// ResultOK or ResultFailed; d is the time from the read to the swap (or the rejection). A
-// Prometheus adapter registers reloads_total{plugin,result} and reload_seconds.
+// Metrics receives one observation per version accepted (ResultOK) or rejected (ResultFailed),
+// with the time from its read to the swap or the rejection. (A failure not yet believed, on a
+// file still being written, is not observed.) The daemon adapts it to Prometheus as
+// reloads_total{plugin,result} and reload_seconds.
 type Metrics interface {
 	ObserveReload(plugin, result string, d time.Duration)
 }
@@ -83,7 +90,12 @@ type Options struct {
 	// Logger receives load, reload, rejection and removal events, each with the plugin's name
 	// and content hash.
 	Logger zerolog.Logger
-	// Debounce is how long a file must see no events before it is read (DefaultDebounce).
+	// Settle is how long a file must see no events before it is read (DefaultSettle; at most
+	// Debounce).
+	Settle time.Duration
+	// Debounce is how long a file must see no events before a version of it that fails to
+	// load is rejected (logged, counted and shown in Status) rather than taken for a write in
+	// progress and read again (DefaultDebounce).
 	Debounce time.Duration
 	// Validate, when set, runs on every new version after the self-test and before the swap;
 	// an error rejects the version. The daemon passes a closure calling harness.Quick.
@@ -141,6 +153,7 @@ type Registry struct {
 	opts     Options
 	log      zerolog.Logger
 	clock    Clock
+	settle   time.Duration
 	debounce time.Duration
 
 	// entries maps a name to its entry; it is replaced, never changed, under mu, so readers
@@ -151,14 +164,18 @@ type Registry struct {
 
 	watcher *fsnotify.Watcher
 	running atomic.Bool
+	// ctx bounds loads; Close cancels it so a validation in progress ends early.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	qmu     sync.Mutex // guards the work queue and timers
-	timers  map[string]*time.Timer
-	queue   []string
-	queued  map[string]bool
-	wake    chan struct{}
-	stop    chan struct{} // closed by Close
-	stopped chan struct{} // closed when the worker has returned
+	qmu       sync.Mutex // guards the work queue, timers and lastEvent
+	timers    map[string]*time.Timer
+	lastEvent map[string]time.Time // when the watcher last reported a change to a name
+	queue     []string
+	queued    map[string]bool
+	wake      chan struct{}
+	stop      chan struct{} // closed by Close
+	stopped   chan struct{} // closed when the worker has returned
 
 	closeOnce sync.Once
 	closeErr  error
@@ -183,8 +200,18 @@ type entry struct {
 	reloads         int
 	failures        int
 
-	// Worker only: the hash of the last rejected version, not tried again until it changes.
+	// Worker only: the hash of the last rejected version, not tried again until it changes,
+	// and a failure not yet believed because the file changed less than Debounce before.
 	failedHash string
+	pending    *failure
+}
+
+// failure is a load attempt that failed.
+type failure struct {
+	hash, stage string
+	err         error
+	attempt     time.Time
+	took        time.Duration
 }
 
 // version is one loaded plugin version, reference-counted: the registry holds one reference
@@ -241,6 +268,10 @@ func New(rt *host.Runtime, dir string, opts Options) (*Registry, error) {
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
 	}
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
+	}
+	opts.Settle = min(opts.Settle, opts.Debounce)
 	if opts.ValidateTimeout <= 0 {
 		opts.ValidateTimeout = DefaultValidateTimeout
 	}
@@ -248,22 +279,25 @@ func New(rt *host.Runtime, dir string, opts Options) (*Registry, error) {
 		opts.Clock = realClock{}
 	}
 	r := &Registry{
-		rt: rt, dir: abs, opts: opts, clock: opts.Clock, debounce: opts.Debounce,
+		rt: rt, dir: abs, opts: opts, clock: opts.Clock, settle: opts.Settle, debounce: opts.Debounce,
 		log:    opts.Logger.With().Str("component", "registry").Logger(),
 		uses:   map[string]int{},
-		timers: map[string]*time.Timer{}, queued: map[string]bool{},
+		timers: map[string]*time.Timer{}, queued: map[string]bool{}, lastEvent: map[string]time.Time{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 		subs: map[*subscriber]struct{}{},
 	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
 	empty := map[string]*entry{}
 	r.entries.Store(&empty)
 	// Watch before the first scan, so nothing written during it is missed.
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		r.cancel()
 		return nil, fmt.Errorf("registry: watching %s: %w", abs, err)
 	}
 	if err := w.Add(abs); err != nil {
 		w.Close()
+		r.cancel()
 		return nil, fmt.Errorf("registry: watching %s: %w", abs, err)
 	}
 	r.watcher = w
@@ -420,6 +454,7 @@ func (r *Registry) Close() error {
 		r.timers = map[string]*time.Timer{}
 		close(r.stop)
 		r.qmu.Unlock()
+		r.cancel()
 		<-r.stopped // the worker finishes the load in progress
 		r.closeErr = r.watcher.Close()
 		r.mu.Lock()

@@ -435,6 +435,34 @@ func TestPartialWriteInPlace(t *testing.T) {
 	c.end(t, host.Hash(first), host.Hash(plain))
 }
 
+// TestSlowCopyNotRejected pauses a copy halfway, as a copy over a slow link does: the half file
+// fails to load, but the file changed too recently for that to count, and the copy completes
+// before the file has been quiet for Debounce. No failure is recorded.
+func TestSlowCopyNotRejected(t *testing.T) {
+	dir := t.TempDir()
+	first, plain := wasmbuild.Bytes(t, pkgFirst), wasmbuild.Bytes(t, pkgPlain)
+	writeFile(t, filepath.Join(dir, "a.wasm"), first)
+	f := start(t, dir, Options{Debounce: 5 * time.Second})
+	c := startCallers(f.r, "a", 2)
+	fh, err := os.OpenFile(f.path("a"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.Write(plain[:len(plain)/2]); err != nil {
+		t.Fatal(err)
+	}
+	f.check("a", outPending) // read, failed to load, not believed yet
+	if _, err := fh.Write(plain[len(plain)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	f.eventFor("a", Reloaded, host.Hash(plain))
+	c.end(t, host.Hash(first), host.Hash(plain))
+	if s := f.status("a"); s.Failures != 0 || s.LastError != "" || s.ActiveHash != host.Hash(plain) {
+		t.Errorf("status = %+v", s)
+	}
+}
+
 func TestCopyOver(t *testing.T) {
 	dir := t.TempDir()
 	first, plain := wasmbuild.Bytes(t, pkgFirst), wasmbuild.Bytes(t, pkgPlain)

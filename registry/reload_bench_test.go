@@ -9,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/wasmbuild"
 )
@@ -25,13 +24,7 @@ import (
 func BenchmarkReload(b *testing.B) {
 	b.Run("uncached", func(b *testing.B) { benchReload(b, false) })
 	b.Run("cached", func(b *testing.B) { benchReload(b, true) })
-	b.Run("cached-200ms", func(b *testing.B) { tmpDebounce = 200 * time.Millisecond; benchReload(b, true) })
-	b.Run("cached-quick", func(b *testing.B) { tmpDebounce = 0; tmpQuick = true; benchReload(b, true) })
-	b.Run("uncached-quick", func(b *testing.B) { benchReload(b, false) })
 }
-
-var tmpDebounce time.Duration
-var tmpQuick bool
 
 type durations struct {
 	mu sync.Mutex
@@ -49,7 +42,7 @@ func benchReload(b *testing.B, cached bool) {
 	first, plain := wasmbuild.Bytes(b, pkgFirst), wasmbuild.Bytes(b, pkgPlain)
 	writeFile(b, dir+"/a.wasm", first)
 	pipeline := &durations{}
-	r, err := New(testRuntime(b), dir, Options{Logger: zerolog.Nop(), Metrics: pipeline, Debounce: tmpDebounce, Validate: tmpValidate()})
+	r, err := New(testRuntime(b), dir, Options{Logger: zerolog.Nop(), Metrics: pipeline})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,11 +111,4 @@ func benchReload(b *testing.B, cached bool) {
 	}
 	b.ReportMetric(float64(calls)/float64(b.N), "calls/reload")
 	b.ReportMetric(0, "ns/op")
-}
-
-func tmpValidate() func(ctx context.Context, p *host.Plugin) error {
-	if !tmpQuick {
-		return nil
-	}
-	return func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) }
 }

@@ -33,7 +33,7 @@ func (r *Registry) Run(ctx context.Context) error {
 			}
 			r.log.Warn().Err(err).Str("dir", r.dir).Msg("watching plugin folder")
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				r.schedule(keyRescan) // events were lost: look at everything
+				r.changed(keyRescan) // events were lost: look at everything
 			}
 		}
 	}
@@ -49,10 +49,10 @@ func (r *Registry) handle(ev fsnotify.Event) {
 	if strings.HasPrefix(base, "..") {
 		// A Kubernetes ConfigMap swaps its ..data symlink to a new ..<timestamp> folder:
 		// every NAME.wasm -> ..data/NAME.wasm may have changed without an event of its own.
-		r.schedule(keyRescan)
+		r.changed(keyRescan)
 		return
 	}
 	if name, ok := pluginName(base); ok {
-		r.schedule(name)
+		r.changed(name)
 	}
 }
