@@ -1,0 +1,11 @@
+//go:build wasip1
+
+// readalloc reads the input into a fresh buffer, as the SDK does on every call.
+package main
+
+import "github.com/allocd/allocd/bench/guest/probe"
+
+//go:wasmexport allocate
+func allocate() int32 { probe.ReadAlloc(); probe.Respond(); return 0 }
+
+func main() {}
