@@ -115,8 +115,8 @@ var native = map[string]func(r *abi.Request) ([][]int, error){
 
 // BenchmarkWholeGroup computes the whole group's assignment of wholeGroupRequest: natively, and
 // as wasm through Plugin.Allocate (canonical-order check, encoding, the call under its deadline,
-// decoding and validation of the answer). wasm-nodeadline is wasm on a runtime without wazero's
-// termination checks, to show what they cost.
+// decoding and validation of the answer). wasm-guarded runs the same module under wazero's
+// WithCloseOnContextDone checks instead of loopcheck's flag, to show what those cost.
 func BenchmarkWholeGroup(b *testing.B) {
 	ctx := context.Background()
 	for _, name := range []string{"averagely", "circle", "hash"} {
@@ -139,8 +139,8 @@ func BenchmarkWholeGroup(b *testing.B) {
 			})
 			// The same without wazero's termination checks (WithCloseOnContextDone): what the
 			// deadline costs. Not a mode the product offers; see BENCHMARKS.md.
-			b.Run("wasm-nodeadline", func(b *testing.B) {
-				rt, err := host.NewRuntimeUninterruptible(ctx, host.Config{CacheDir: cacheDir})
+			b.Run("wasm-guarded", func(b *testing.B) {
+				rt, err := host.NewRuntimeGuarded(ctx, host.Config{CacheDir: cacheDir})
 				if err != nil {
 					b.Fatal(err)
 				}

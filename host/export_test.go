@@ -5,35 +5,18 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
-// NewRuntimeUninterruptible is NewRuntime without wazero's WithCloseOnContextDone: the deadline is
-// still armed, but nothing stops a guest that runs past it. It exists only to measure what the
-// termination checks cost (BenchmarkWholeGroup/.../wasm-nodeadline); the product never runs
-// plugins this way.
-func NewRuntimeUninterruptible(ctx context.Context, cfg Config) (*Runtime, error) {
-	cfg = cfg.withDefaults()
-	cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+// NewRuntimeGuarded is NewRuntime whose plugins all run under wazero's WithCloseOnContextDone
+// checks instead of loopcheck's interrupt flag. It exists only to measure what those checks cost
+// (BenchmarkWholeGroup/.../wasm-guarded) and to test the fallback path.
+func NewRuntimeGuarded(ctx context.Context, cfg Config) (*Runtime, error) {
+	r, err := NewRuntime(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(cache).
-		WithMemoryLimitPages(cfg.MemoryLimitPages).
-		WithCloseOnContextDone(false).
-		WithCustomSections(false)
-	r := &Runtime{cfg: cfg, rt: wazero.NewRuntimeWithConfig(ctx, rc), cache: cache, log: cfg.Logger}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
-		r.rt.Close(ctx)
-		return nil, err
-	}
-	if err := instantiateImports(ctx, r.rt); err != nil {
-		r.rt.Close(ctx)
-		return nil, err
-	}
+	r.forceGuarded = true
 	return r, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/allocd/allocd/host/internal/loopcheck"
 )
 
 // instance is one instantiated module. It serves one call at a time.
@@ -24,8 +26,14 @@ type instance struct {
 	stack    []uint64
 	stderr   *tailBuffer
 	cc       *callCtx // the context of the next call; see deadline.go
-	random   *random
-	calls    int
+	// interrupt is the loopcheck global: set to non-zero, it makes the running call trap at its
+	// next loop head. Nil for a module under wazero's own checks.
+	interrupt api.MutableGlobal
+	// tainted: a call ended while its deadline fired, so the interrupt may be set; the
+	// instance is discarded rather than pooled.
+	tainted bool
+	random  *random
+	calls   int
 
 	// Per-call state, reset by begin.
 	input  []byte
@@ -50,22 +58,36 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}, random: newRandom()}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(). // _initialize is called below, with the instance in ctx
+		WithStartFunctions(). // _initialize is called below, under a deadline
 		WithStderr(in.stderr).
 		WithStdout(in.stderr).
 		// A fixed seed: every instance sees the same "random" bytes, so answers do not depend on
 		// which pooled instance served them.
 		WithRandSource(in.random)
-	ictx := context.WithValue(ctx, instKey{}, in)
-	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, cfg)
+	mod, err := p.wr.InstantiateModule(context.WithValue(ctx, instKey{}, in), p.compiled, cfg)
 	if err != nil {
 		return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("instantiate: %w", err), Stderr: in.stderr.String()}
 	}
 	in.mod = mod
+	if p.interruptible {
+		g, ok := mod.ExportedGlobal(loopcheck.Global).(api.MutableGlobal)
+		if !ok {
+			mod.Close(ctx)
+			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("instrumented module lacks its %s global", loopcheck.Global)}
+		}
+		in.interrupt = g
+	}
 	if init := mod.ExportedFunction("_initialize"); init != nil {
-		if _, err := init.Call(ictx); err != nil {
+		// Under the call deadline, like any call: a package init that never ends fails the
+		// load instead of hanging it.
+		if _, err := in.invoke(ctx, init, nil, nil); err != nil {
 			mod.Close(ctx)
 			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("_initialize: %w", err), Stderr: in.stderr.String()}
+		}
+		in.calls = 0
+		if in.tainted {
+			mod.Close(ctx)
+			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("_initialize ended at its %v deadline", p.rt.cfg.Timeout)}
 		}
 	}
 	// Look exports up once: ExportedFunction costs microseconds and kilobytes per lookup.
@@ -125,13 +147,26 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, input []byte, c
 	cc.arm(ctx, in.p.rt.cfg.Timeout)
 	in.stack[0] = 0
 	err := fn.CallWithStack(cc, in.stack)
+	fired := cc.Err()
 	if !cc.disarm() {
 		in.cc = nil // it fired, so its Done stays closed: the next call takes a fresh one
+		in.tainted = in.interrupt != nil
 	}
 	if err != nil {
+		if in.interrupt != nil && fired != nil {
+			return 0, in.stopped(ctx, fired)
+		}
 		return 0, in.failure(ctx, err)
 	}
 	return int32(in.stack[0]), nil
+}
+
+// stopped reports a call the interrupt stopped: at its deadline, or because the caller gave up.
+func (in *instance) stopped(ctx context.Context, why error) error {
+	if why == context.DeadlineExceeded && ctx.Err() == nil {
+		return &Error{Plugin: in.p.name, Kind: KindTimeout, Err: fmt.Errorf("stopped after the %v deadline", in.p.rt.cfg.Timeout), Stderr: in.stderr.String()}
+	}
+	return &Error{Plugin: in.p.name, Kind: KindCanceled, Err: fmt.Errorf("caller gave up: %w", why), Stderr: in.stderr.String()}
 }
 
 // failure classifies an error from the guest call.

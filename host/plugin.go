@@ -17,16 +17,20 @@ import (
 // Plugin is one compiled module with its pool of instances. Its methods are safe for concurrent
 // use: each call takes an idle instance or starts a new one, up to Config.MaxInstances.
 type Plugin struct {
-	rt       *Runtime
-	name     string
-	hash     string
-	compiled wazero.CompiledModule
-	info     abi.Info
-	loadedAt time.Time
-	log      zerolog.Logger
-	pool     pool
-	stats    stats
-	encoders sync.Pool
+	rt *Runtime
+	wr wazero.Runtime // the wazero runtime the module was compiled by
+	// interruptible: the module was instrumented by loopcheck, so a call is stopped by setting
+	// its instance's interrupt global rather than by wazero's context checks.
+	interruptible bool
+	name          string
+	hash          string
+	compiled      wazero.CompiledModule
+	info          abi.Info
+	loadedAt      time.Time
+	log           zerolog.Logger
+	pool          pool
+	stats         stats
+	encoders      sync.Pool
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -220,7 +224,8 @@ func (p *Plugin) acquire(ctx context.Context) (*instance, error) {
 // of the memory cap, or after RecycleAfter calls.
 func (p *Plugin) release(ctx context.Context, in *instance, err error) {
 	defer func() { <-p.pool.slots }()
-	broken := err != nil && !IsKind(err, KindFailed) && !IsKind(err, KindInvalid)
+	// A call that ended as its deadline fired may have left the interrupt set: discard.
+	broken := in.tainted || err != nil && !IsKind(err, KindFailed) && !IsKind(err, KindInvalid)
 	grown := in.mod.Memory() != nil && in.mod.Memory().Size() > p.rt.cfg.MemoryLimitPages*65536/4*3
 	if broken || grown || in.calls >= p.rt.cfg.RecycleAfter {
 		in.close(context.WithoutCancel(ctx))

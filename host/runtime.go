@@ -18,14 +18,20 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/host/internal/loopcheck"
 )
 
 // Runtime compiles and runs plugins. It is safe for concurrent use; one per process is enough.
 type Runtime struct {
-	cfg   Config
-	rt    wazero.Runtime
-	cache wazero.CompilationCache
-	log   zerolog.Logger
+	cfg Config
+	// rt runs modules instrumented by loopcheck, which stop at an interrupt flag the host sets;
+	// guarded runs the rare module loopcheck cannot read, under wazero's own (costly) checks.
+	rt      wazero.Runtime
+	guarded wazero.Runtime
+	cache   wazero.CompilationCache
+	// forceGuarded runs every module under wazero's checks (tests and benchmarks only).
+	forceGuarded bool
+	log          zerolog.Logger
 	// compileMu runs one compilation at a time: compiling competes with traffic for the CPU,
 	// and the compilation cache does not deduplicate concurrent compiles of one module.
 	compileMu sync.Mutex
@@ -48,24 +54,30 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(cache).
 		WithMemoryLimitPages(cfg.MemoryLimitPages).
-		// The only way to stop a looping guest; its cost is measured in BENCHMARKS.md.
-		WithCloseOnContextDone(true).
 		WithCustomSections(false)
-	r := &Runtime{cfg: cfg, rt: wazero.NewRuntimeWithConfig(ctx, rc), cache: cache, log: cfg.Logger}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
-		r.rt.Close(ctx)
-		return nil, fmt.Errorf("host: WASI: %w", err)
+	r := &Runtime{
+		cfg: cfg, cache: cache, log: cfg.Logger,
+		rt: wazero.NewRuntimeWithConfig(ctx, rc),
+		// wazero's own way to stop a looping guest, for modules loopcheck cannot instrument:
+		// it calls into Go at every loop head, which made Go guests 3-6x slower (RATIONALE.md).
+		guarded: wazero.NewRuntimeWithConfig(ctx, rc.WithCloseOnContextDone(true)),
 	}
-	if err := instantiateImports(ctx, r.rt); err != nil {
-		r.rt.Close(ctx)
-		return nil, err
+	for _, wr := range []wazero.Runtime{r.rt, r.guarded} {
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, wr); err != nil {
+			r.Close(ctx)
+			return nil, fmt.Errorf("host: WASI: %w", err)
+		}
+		if err := instantiateImports(ctx, wr); err != nil {
+			r.Close(ctx)
+			return nil, err
+		}
 	}
 	return r, nil
 }
 
 // Close releases the runtime and every plugin compiled by it.
 func (r *Runtime) Close(ctx context.Context) error {
-	err := r.rt.Close(ctx)
+	err := errors.Join(r.rt.Close(ctx), r.guarded.Close(ctx))
 	if cerr := r.cache.Close(ctx); err == nil {
 		err = cerr
 	}
@@ -90,9 +102,21 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, loadErr(errors.New("not a WebAssembly module (no \\0asm magic)"))
 	}
+	// Instrument the module so a runaway call can be stopped with one flag; a module the
+	// rewriter cannot read runs under wazero's own checks instead.
+	wr, code, interruptible := r.rt, wasm, true
+	if out, err := loopcheck.Instrument(wasm); err == nil && !r.forceGuarded {
+		code = out
+	} else {
+		if err == nil {
+			err = errors.New("guarded runtime forced")
+		}
+		wr, interruptible = r.guarded, false
+		r.log.Warn().Str("plugin", name).Err(err).Msg("plugin cannot be instrumented; it runs under wazero's slower termination checks")
+	}
 	r.compileMu.Lock()
 	cctx := experimental.WithCompilationWorkers(ctx, r.cfg.CompileWorkers)
-	compiled, err := r.rt.CompileModule(cctx, wasm)
+	compiled, err := wr.CompileModule(cctx, code)
 	r.compileMu.Unlock()
 	if err != nil {
 		return nil, loadErr(fmt.Errorf("compile: %w", err))
@@ -103,6 +127,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, loadErr(err)
 	}
 	p := newPlugin(r, name, Hash(wasm), compiled)
+	p.wr, p.interruptible = wr, interruptible
 	in, err := p.newInstance(ctx)
 	if err != nil {
 		compiled.Close(ctx)
