@@ -113,6 +113,8 @@ type Coordinator struct {
 	closed     bool
 	done       chan struct{}
 	wake       chan struct{} // poked when work is scheduled, for Run
+	as         autoscaler    // auto-scaled topics (autoscale.go)
+	locks      *lockState    // ordered-consumption locks (locks.go)
 }
 
 // group is a consumer group's live state.
@@ -175,6 +177,9 @@ func New(opts Options) (*Coordinator, error) {
 		topics: map[string]Topic{}, groups: map[string]*group{}, plugins: map[string]string{},
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 	}
+	if err := c.initLocks(); err != nil {
+		return nil, err
+	}
 	topics, err := c.store.ListTopics()
 	if err != nil {
 		return nil, err
@@ -212,6 +217,9 @@ func New(opts Options) (*Coordinator, error) {
 	}
 	if loaded > 0 && opts.RestartGrace > 0 {
 		c.graceUntil = now.Add(opts.RestartGrace)
+	}
+	if err := c.loadAutoscale(now); err != nil {
+		return nil, err
 	}
 	ev := c.log.Info().Int("topics", len(topics)).Int("groups", len(groups)).Int("generations", loaded)
 	if !c.graceUntil.IsZero() {
@@ -313,28 +321,11 @@ func (c *Coordinator) Grace() (until time.Time, active bool) {
 // SessionTimeout is the configured session timeout.
 func (c *Coordinator) SessionTimeout() time.Duration { return c.opts.SessionTimeout }
 
-// PutTopic creates or replaces a topic. It reports whether the topic is new. Groups consuming
-// it are recomputed when its read queues changed.
+// PutTopic creates or replaces a topic, without an autoscale policy (see PutTopicAutoscale). It
+// reports whether the topic is new. Groups consuming it are recomputed when its read queues
+// changed.
 func (c *Coordinator) PutTopic(name string, brokers []Broker) (Topic, bool, error) {
-	t, err := normalizeTopic(name, brokers)
-	if err != nil {
-		return Topic{}, false, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old, exists := c.topics[name]
-	if exists && slices.Equal(old.Brokers, t.Brokers) {
-		return old, false, nil
-	}
-	if err := c.store.PutTopic(t); err != nil {
-		return Topic{}, false, storage(err, "saving topic %q", name)
-	}
-	c.topics[name] = t
-	if !exists || !slices.Equal(ReadQueues(old), ReadQueues(t)) {
-		c.topicChanged(name)
-	}
-	c.log.Info().Str("topic", name).Bool("created", !exists).Msg("topic saved")
-	return t, !exists, nil
+	return c.PutTopicAutoscale(name, brokers, nil)
 }
 
 // DeleteTopic removes a topic. Members subscribed to it keep their subscription and get no
@@ -348,7 +339,7 @@ func (c *Coordinator) DeleteTopic(name string) error {
 	if _, ok := c.topics[name]; !ok {
 		return notFound("topic %q not found", name)
 	}
-	if err := c.store.DeleteTopic(name); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := c.deleteTopicRecord(name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return storage(err, "deleting topic %q", name)
 	}
 	delete(c.topics, name)

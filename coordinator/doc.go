@@ -35,6 +35,13 @@
 // held: nothing is published until they have, or until the grace ends, so a restart does not
 // reshuffle everyone.
 //
+// # Auto-scaling
+//
+// A topic with an autoscale policy has its queue counts driven by an autoscale.Topic, fed from
+// Tick (membership), heartbeats (offsets, and the generations members applied, which confirm
+// the layouts those generations cover) and the offsets API; its steps change the topic record
+// and its State is saved with them, in one transaction. See autoscale.go.
+//
 // # Time and concurrency
 //
 // Time comes from a Clock and work happens in Tick, which the daemon calls from Run and tests
@@ -44,7 +51,8 @@
 // stuck behind a slow plugin. A single mutex rather than a goroutine loop keeps every read
 // (heartbeat answers, status) a plain function call, and the work under it is map lookups. Writes
 // to the store (API changes, generation batches) happen under the mutex, so memory changes only
-// after the store has accepted them; they are rare next to heartbeats, which never write.
+// after the store has accepted them; they are rare next to heartbeats, which write only when
+// their offsets or confirmations change what an auto-scaled topic must save (a step, a plan).
 //
 // Long-polls wait on a per-group channel that is closed whenever one of the group's generations
 // changes or the group is deleted, and on Done, closed when the coordinator closes.

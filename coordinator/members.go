@@ -74,6 +74,7 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 	if len(hb.Generations) > 0 || len(m.applied) > 0 {
 		m.applied = maps.Clone(hb.Generations)
 	}
+	c.scaleHeartbeat(g, m, &hb, now)
 	return c.view(g, m.key, m.topics), nil
 }
 
@@ -108,6 +109,7 @@ func (c *Coordinator) join(g *group, hb Heartbeat, topics []string, now time.Tim
 		// A restarted static member: it takes the key, hence the queues, with no new
 		// generation. Only what differs from its predecessor is recomputed.
 		delete(g.members, other.cid)
+		c.locksMemberGone(g.cfg.Name, other.cid, now)
 		g.fenced[other.cid] = fence{by: m.cid, at: now}
 		g.members[m.cid] = m
 		g.keys[m.key] = m
@@ -181,6 +183,7 @@ func (c *Coordinator) Leave(groupName, cid string) (bool, error) {
 
 func (c *Coordinator) removeMember(g *group, m *member, now time.Time) {
 	delete(g.members, m.cid)
+	c.locksMemberGone(g.cfg.Name, m.cid, now)
 	if g.keys[m.key] == m {
 		delete(g.keys, m.key)
 	}

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/route"
 	"github.com/allocd/allocd/store"
 )
 
@@ -181,6 +181,9 @@ func normalizeBinding(b Binding) (Binding, error) {
 			return b, invalid("config value of %q is not valid UTF-8", k)
 		}
 	}
+	if err := checkOrderly(b); err != nil {
+		return b, err
+	}
 	if b.Config == nil {
 		b.Config = map[string]string{}
 	} else {
@@ -222,6 +225,9 @@ type Heartbeat struct {
 	Labels     map[string]string `json:"labels"`
 	// Generations are the generations the member has applied, per topic; shown in the status.
 	Generations map[string]int64 `json:"generations"`
+	// Offsets are, per auto-scaled topic, the offsets of the queues the member owns: they tell
+	// the auto-scaler when a queue to remove is drained (autoscale.go).
+	Offsets map[string][]QueueOffset `json:"offsets,omitempty"`
 }
 
 // Check validates a heartbeat, naming the first bad value.
@@ -275,7 +281,7 @@ func (h *Heartbeat) Check() error {
 			return invalid("generation %d of topic %q is negative", n, t)
 		}
 	}
-	return nil
+	return checkHeartbeatOffsets(h.Offsets)
 }
 
 func parseWeight(v string) (int64, error) {
@@ -313,32 +319,7 @@ func queues(t Topic, count func(Broker) int) []abi.Queue {
 }
 
 // ShardQueue picks the queue for sharding key key among queues, as RocketMQ's
-// SelectMessageQueueByHash does: Java's String.hashCode of the key, modulo the number of queues,
-// negative remainders made positive. The choice is stable for a given queue list, and a Java
-// producer using that selector over the same list picks the same queue.
+// SelectMessageQueueByHash does (see route.ShardQueue, which the Go client shares).
 func ShardQueue(queues []abi.Queue, key string) (abi.Queue, bool) {
-	if len(queues) == 0 {
-		return abi.Queue{}, false
-	}
-	v := javaHash(key) % int32(len(queues))
-	if v < 0 {
-		v = -v
-	}
-	return queues[v], true
-}
-
-// javaHash is Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, in
-// wrapping 32-bit arithmetic.
-func javaHash(s string) int32 {
-	var h int32
-	for _, r := range s {
-		if r >= 0x10000 {
-			r1, r2 := utf16.EncodeRune(r)
-			h = 31*h + int32(r1)
-			h = 31*h + int32(r2)
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return h
+	return route.ShardQueue(queues, key)
 }

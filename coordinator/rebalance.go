@@ -76,6 +76,7 @@ func (c *Coordinator) Tick(ctx context.Context) time.Time {
 	c.mu.Lock()
 	now := c.clock.Now()
 	c.expire(now)
+	c.scaleTick(now)
 	jobs := c.dueJobs(now)
 	c.mu.Unlock()
 
@@ -85,7 +86,7 @@ func (c *Coordinator) Tick(ctx context.Context) time.Time {
 	defer c.mu.Unlock()
 	now = c.clock.Now()
 	c.install(jobs, now)
-	return c.nextDeadline(now)
+	return earliest(c.nextDeadline(now), c.scaleDeadline())
 }
 
 // dueJobs snapshots every dirty (group, topic) whose time has come and whose inputs really

@@ -93,6 +93,8 @@ func jsonKind(goType string) string {
 // topicRequest is the body of PUT /v1/topics/{topic}.
 type topicRequest struct {
 	Brokers []coordinator.Broker `json:"brokers"`
+	// Autoscale is the policy, read by coordinator.ParsePolicy (defaults for missing fields).
+	Autoscale json.RawMessage `json:"autoscale"`
 }
 
 // leaveRequest is the body of POST /v1/groups/{group}/leave.

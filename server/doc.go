@@ -1,19 +1,24 @@
 // Package server is the daemon's HTTP API: JSON under /v1, plus /metrics, /healthz and /readyz.
 //
-//	PUT    /v1/topics/{topic}                 {"brokers":[{"name":"broker-a","readQueues":8,"writeQueues":8}]}
+//	PUT    /v1/topics/{topic}                 {"brokers":[{"name":"broker-a","readQueues":8,"writeQueues":8}],
+//	                                           "autoscale":{"enabled":true,"min":1,"max":64,"expandWriteDelay":"10s",...}}
 //	GET    /v1/topics                         {"topics":[...]}
-//	GET    /v1/topics/{topic}
+//	GET    /v1/topics/{topic}                 the topic, and "autoscaling": target, pending step, why it waits
 //	DELETE /v1/topics/{topic}
 //	GET    /v1/topics/{topic}/route[?key=K]   writable queues, or the one queue sharding key K maps to
+//	POST   /v1/topics/{topic}/offsets         {"group":"g","offsets":[{"brokerName":"broker-a","queueId":3,"committed":120,"max":120,"lastWrite":"..."}]}
 //	GET    /v1/groups                         {"groups":[...]}
 //	PUT    /v1/groups/{group}                 {"strategy":"averagely","config":{},"model":"clustering","delivery":"queue"}
 //	GET    /v1/groups/{group}                 binding, members, per topic the generation and assignment
 //	DELETE /v1/groups/{group}
 //	POST   /v1/groups/{group}/heartbeat       {"cid":"...","topics":["T"],"instanceId":"","labels":{},"generations":{"T":2}}
+//	                                           optional "offsets":{"T":[{"brokerName","queueId","committed","max","lastWrite"}]}
 //	POST   /v1/groups/{group}/leave           {"cid":"..."}
 //	GET    /v1/groups/{group}/assignment?cid=C[&topic=T][&after=N][&wait=30s]   long-poll
 //	POST   /v1/groups/{group}/preview         a binding; the assignment it would give, and the diff
 //	GET    /v1/plugins, /v1/plugins/{name}    the plugin registry's status
+//	POST   /v1/groups/{group}/locks/queues, /unlock/queues, /locks/message-groups,
+//	       /release/message-groups, /locks/check; GET /v1/groups/{group}/locks   orderly locks (locks.go)
 //
 // Every error is {"error":"..."} with a 4xx status for a request the client can fix (400 a bad
 // value, 404 an unknown name, 405 a wrong method, 409 a conflict with the current state, 413 a

@@ -24,7 +24,11 @@ func (s *Server) putTopic(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	t, created, err := s.c.PutTopic(name, req.Brokers)
+	policy, err := coordinator.ParsePolicy(req.Autoscale)
+	if err != nil {
+		return err
+	}
+	t, created, err := s.c.PutTopicAutoscale(name, req.Brokers, policy)
 	if err != nil {
 		return err
 	}
@@ -39,7 +43,7 @@ func createdOrOK(created bool) int {
 }
 
 func (s *Server) getTopic(w http.ResponseWriter, r *http.Request) error {
-	t, err := s.c.Topic(r.PathValue("topic"))
+	t, err := s.c.TopicView(r.PathValue("topic"))
 	if err != nil {
 		return err
 	}

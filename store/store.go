@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/autoscale"
 )
 
 // Store is the daemon's durable state. Its methods are safe for concurrent use. Every method
@@ -79,6 +80,8 @@ type Broker struct {
 type Topic struct {
 	Name    string   `json:"name"`
 	Brokers []Broker `json:"brokers"`
+	// Autoscale is the topic's auto-scaling policy; nil when the operator keeps the counts.
+	Autoscale *autoscale.Policy `json:"autoscale,omitempty"`
 }
 
 // Model is a group's message model.

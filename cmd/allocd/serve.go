@@ -81,7 +81,8 @@ assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wa
 --data-dir and survives restarts; SIGTERM or SIGINT shuts down gracefully.
 
 --config FILE declares topics and groups, applied (created or replaced) at every start:
-  {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}]}},
+  {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}],
+                   "autoscale": {"enabled": true, "min": 1, "max": 64}}},
    "groups": {"g": {"strategy": "averagely", "config": {}, "model": "clustering", "delivery": "queue"}}}`)
 		fs.PrintDefaults()
 	}
@@ -253,6 +254,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	})
 	wg.Go(func() {
+		if err := c.RunLocks(runCtx); err != nil {
+			errs <- fmt.Errorf("locks: %w", err)
+		}
+	})
+	wg.Go(func() {
 		for e := range events {
 			switch e.Kind {
 			case registry.Loaded, registry.Reloaded:
@@ -358,7 +364,8 @@ func (m *reloadMetrics) ObserveReload(plugin, result string, d time.Duration) {
 // serveConfig is the --config file: topics and groups declared by the operator.
 type serveConfig struct {
 	Topics map[string]struct {
-		Brokers []coordinator.Broker `json:"brokers"`
+		Brokers   []coordinator.Broker `json:"brokers"`
+		Autoscale json.RawMessage      `json:"autoscale"`
 	} `json:"topics"`
 	Groups map[string]coordinator.Binding `json:"groups"`
 }
@@ -386,7 +393,11 @@ func readServeConfig(path string) (*serveConfig, error) {
 // apply creates or replaces what the file declares, topics first so groups find them.
 func (cfg *serveConfig) apply(c *coordinator.Coordinator) error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Topics)) {
-		if _, _, err := c.PutTopic(name, cfg.Topics[name].Brokers); err != nil {
+		policy, err := coordinator.ParsePolicy(cfg.Topics[name].Autoscale)
+		if err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
+		if _, _, err := c.PutTopicAutoscale(name, cfg.Topics[name].Brokers, policy); err != nil {
 			return fmt.Errorf("topic %q: %w", name, err)
 		}
 	}
