@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/wasmbuild"
 )
@@ -21,9 +22,14 @@ import (
 // a fixed count, a reload takes seconds uncached:
 //
 //	go test -run '^$' -bench Reload -benchtime 5x ./registry/
+//
+// The "+quick" variants add the daemon's validation step, harness.Quick, as `allocd serve` runs it.
 func BenchmarkReload(b *testing.B) {
-	b.Run("uncached", func(b *testing.B) { benchReload(b, false) })
-	b.Run("cached", func(b *testing.B) { benchReload(b, true) })
+	b.Run("uncached", func(b *testing.B) { benchReload(b, false, nil) })
+	b.Run("cached", func(b *testing.B) { benchReload(b, true, nil) })
+	quick := func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) }
+	b.Run("uncached+quick", func(b *testing.B) { benchReload(b, false, quick) })
+	b.Run("cached+quick", func(b *testing.B) { benchReload(b, true, quick) })
 }
 
 type durations struct {
@@ -37,12 +43,12 @@ func (m *durations) ObserveReload(plugin, result string, d time.Duration) {
 	m.mu.Unlock()
 }
 
-func benchReload(b *testing.B, cached bool) {
+func benchReload(b *testing.B, cached bool, validate func(context.Context, *host.Plugin) error) {
 	dir := b.TempDir()
 	first, plain := wasmbuild.Bytes(b, pkgFirst), wasmbuild.Bytes(b, pkgPlain)
 	writeFile(b, dir+"/a.wasm", first)
 	pipeline := &durations{}
-	r, err := New(testRuntime(b), dir, Options{Logger: zerolog.Nop(), Metrics: pipeline})
+	r, err := New(testRuntime(b), dir, Options{Logger: zerolog.Nop(), Metrics: pipeline, Validate: validate})
 	if err != nil {
 		b.Fatal(err)
 	}
