@@ -42,6 +42,15 @@
 // the layouts those generations cover) and the offsets API; its steps change the topic record
 // and its State is saved with them, in one transaction. See autoscale.go.
 //
+// # Ordered consumption
+//
+// Groups bound with "orderly": true take locks (package lock): queue locks under queue delivery,
+// message-group locks under message delivery. The lock table lives under the same mutex, reads
+// the generations in force for queue owners, and loses a member's locks in the same critical
+// section that removes the member. Every lock answer waits until the table's snapshot holding
+// the state it saw is durable (group-committed), so a restart grants nothing that overlaps an
+// earlier lease and tokens keep growing. See locks.go.
+//
 // # Time and concurrency
 //
 // Time comes from a Clock and work happens in Tick, which the daemon calls from Run and tests

@@ -329,6 +329,11 @@ type prefJob struct {
 func (c *Coordinator) computePreferences(ctx context.Context) {
 	c.mu.Lock()
 	now := c.clock.Now()
+	for k := range c.locks.owners {
+		if c.groups[k.group] == nil {
+			delete(c.locks.owners, k)
+		}
+	}
 	var jobs []prefJob
 	for k, p := range c.locks.prefs {
 		g := c.groups[k.group]
