@@ -63,10 +63,8 @@ func (c *callCtx) disarm() bool {
 func (c *callCtx) fire(err error) {
 	c.once.Do(func() {
 		c.err.Store(err)
-		if c.in.interrupt != nil {
-			// An instrumented guest checks this at every loop head and traps.
-			c.in.interrupt.Set(1)
-		}
+		// An instrumented guest traps at its next call into the host (loopcheck).
+		c.in.stop.Store(true)
 		close(c.done)
 	})
 }

@@ -7,13 +7,12 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
-
-	"github.com/allocd/allocd/host/internal/loopcheck"
 )
 
 // instance is one instantiated module. It serves one call at a time.
@@ -26,9 +25,12 @@ type instance struct {
 	stack    []uint64
 	stderr   *tailBuffer
 	cc       *callCtx // the context of the next call; see deadline.go
-	// interrupt is the loopcheck global: set to non-zero, it makes the running call trap at its
-	// next loop head. Nil for a module under wazero's own checks.
-	interrupt api.MutableGlobal
+	// stop, once set, makes the running call trap the next time an instrumented module calls
+	// into the host through sched_yield (every loopcheck.Period loop heads; see yield).
+	stop atomic.Bool
+	// interruptible: the module was instrumented by loopcheck (stop works), rather than run
+	// under wazero's own checks.
+	interruptible bool
 	// tainted: a call ended while its deadline fired, so the interrupt may be set; the
 	// instance is discarded rather than pooled.
 	tainted bool
@@ -55,7 +57,7 @@ type block struct{ off, len uint64 }
 const maxVars = 1 << 20
 
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
-	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}, random: newRandom()}
+	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}, random: newRandom(), interruptible: p.interruptible}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under a deadline
@@ -63,20 +65,15 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		WithStdout(in.stderr).
 		// A fixed seed: every instance sees the same "random" bytes, so answers do not depend on
 		// which pooled instance served them.
-		WithRandSource(in.random)
+		WithRandSource(in.random).
+		// loopcheck makes a guest call sched_yield every loopcheck.Period loop heads: the point
+		// where a runaway call is stopped, and where Go's scheduler and collector get in.
+		WithOsyield(in.yield)
 	mod, err := p.wr.InstantiateModule(context.WithValue(ctx, instKey{}, in), p.compiled, cfg)
 	if err != nil {
 		return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("instantiate: %w", err), Stderr: in.stderr.String()}
 	}
 	in.mod = mod
-	if p.interruptible {
-		g, ok := mod.ExportedGlobal(loopcheck.Global).(api.MutableGlobal)
-		if !ok {
-			mod.Close(ctx)
-			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("instrumented module lacks its %s global", loopcheck.Global)}
-		}
-		in.interrupt = g
-	}
 	if init := mod.ExportedFunction("_initialize"); init != nil {
 		// Under the call deadline, like any call: a package init that never ends fails the
 		// load instead of hanging it.
@@ -150,15 +147,25 @@ func (in *instance) invoke(ctx context.Context, fn api.Function, input []byte, c
 	fired := cc.Err()
 	if !cc.disarm() {
 		in.cc = nil // it fired, so its Done stays closed: the next call takes a fresh one
-		in.tainted = in.interrupt != nil
+		in.tainted = true
 	}
 	if err != nil {
-		if in.interrupt != nil && fired != nil {
+		if in.interruptible && fired != nil {
 			return 0, in.stopped(ctx, fired)
 		}
 		return 0, in.failure(ctx, err)
 	}
 	return int32(in.stack[0]), nil
+}
+
+// errStopped is the trap yield raises in a call whose deadline fired or whose caller gave up.
+var errStopped = errors.New("stopped by the host")
+
+// yield is the guest's WASI sched_yield.
+func (in *instance) yield() {
+	if in.stop.Load() {
+		panic(errStopped)
+	}
 }
 
 // stopped reports a call the interrupt stopped: at its deadline, or because the caller gave up.

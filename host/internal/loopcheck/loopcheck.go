@@ -1,17 +1,23 @@
-// Package loopcheck rewrites a WebAssembly module so that a host can stop it cheaply: it adds an
-// exported mutable i32 global, and at the head of every loop a check that traps (unreachable)
-// once the global is non-zero. A host stops a runaway call by setting the global from another
-// goroutine.
+// Package loopcheck rewrites a WebAssembly module so that a host can stop it cheaply and the Go
+// scheduler can always reach it: it adds a mutable i32 global, a countdown, and at the head of
+// every loop code that decrements it and, every Period loop heads, calls the module's own
+// wasi_snapshot_preview1.sched_yield import and restarts the count. The host's sched_yield
+// (wazero's WithOsyield) is where it stops a runaway call: it traps when the call's deadline has
+// passed or its caller gave up.
 //
 // Why not wazero's WithCloseOnContextDone? It calls out of the compiled code into Go at every
 // loop head, and the Go compiler's wasm output sends every jump between basic blocks through the
 // loop head of its function, so every taken branch pays that trip: the built-in plugins ran 3-6x
-// slower (BENCHMARKS.md). The check this package inserts is one load and one branch.
+// slower (BENCHMARKS.md). Why not a flag checked inline with no call out? Compiled wasm code is
+// not preemptible by Go: a guest looping forever without leaving it would block every
+// stop-the-world, the garbage collector's included, and so the whole process; the periodic call
+// into Go is what lets the scheduler in.
 //
 // The rewriter decodes instructions only far enough to find loops: it knows the immediates of
 // the core instruction set, sign extension, saturating truncation, bulk memory, reference types
-// and tail calls. A module using anything else (SIMD, threads, exceptions, GC) is refused with
-// ErrUnsupported, and the host falls back to wazero's own checks for it.
+// and tail calls. A module using anything else (SIMD, threads, exceptions, GC), or one that does
+// not import sched_yield, is refused with ErrUnsupported, and the host falls back to wazero's own
+// checks for it.
 package loopcheck
 
 import (
@@ -20,14 +26,20 @@ import (
 	"fmt"
 )
 
-// Global is the name of the exported interrupt global.
-const Global = "allocd_interrupt"
+// Global is the name under which the countdown global is exported (so a module is never
+// instrumented twice, and tests can watch it).
+const Global = "allocd_loopcheck"
+
+// Period is the number of loop heads between two calls into the host: small enough that a stop
+// or a garbage collection waits microseconds, large enough that the call costs well under 1%.
+const Period = 4096
 
 // ErrUnsupported reports a module this package cannot instrument.
 var ErrUnsupported = errors.New("loopcheck: unsupported")
 
 const (
 	secCustom = 0
+	secType   = 1
 	secImport = 2
 	secGlobal = 6
 	secExport = 7
@@ -59,14 +71,22 @@ func Instrument(module []byte) ([]byte, error) {
 	}
 
 	importedGlobals, definedGlobals := uint32(0), uint32(0)
+	var types [][]byte
+	yield := int64(-1)
 	for _, s := range secs {
 		switch s.id {
-		case secImport:
-			n, err := countImportedGlobals(s.body)
+		case secType:
+			t, err := readTypes(s.body)
 			if err != nil {
 				return nil, err
 			}
-			importedGlobals = n
+			types = t
+		case secImport:
+			g, f, err := readImports(s.body, types)
+			if err != nil {
+				return nil, err
+			}
+			importedGlobals, yield = g, f
 		case secGlobal:
 			r := reader{b: s.body}
 			definedGlobals = r.u32()
@@ -78,6 +98,9 @@ func Instrument(module []byte) ([]byte, error) {
 				return nil, err
 			}
 		}
+	}
+	if yield < 0 {
+		return nil, fmt.Errorf("%w: module does not import wasi_snapshot_preview1.sched_yield () -> i32", ErrUnsupported)
 	}
 	gidx := importedGlobals + definedGlobals
 
@@ -96,13 +119,13 @@ func Instrument(module []byte) ([]byte, error) {
 	for _, s := range secs {
 		switch s.id {
 		case secGlobal:
-			s.body = appendToVector(s.body, []byte{0x7F, 0x01, 0x41, 0x00, 0x0B}) // mut i32 = 0
+			s.body = appendToVector(s.body, counterGlobal())
 			added[secGlobal] = true
 		case secExport:
 			s.body = appendToVector(s.body, exportEntry(gidx))
 			added[secExport] = true
 		case secCode:
-			body, err := instrumentCode(s.body, gidx)
+			body, err := instrumentCode(s.body, gidx, uint32(yield))
 			if err != nil {
 				return nil, err
 			}
@@ -115,7 +138,7 @@ func Instrument(module []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: module has no code", ErrUnsupported)
 	}
 	if !added[secGlobal] {
-		add(secGlobal, []byte{1, 0x7F, 0x01, 0x41, 0x00, 0x0B})
+		add(secGlobal, append([]byte{1}, counterGlobal()...))
 	}
 	if !added[secExport] {
 		add(secExport, append([]byte{1}, exportEntry(gidx)...))
@@ -146,16 +169,50 @@ func appendToVector(body, entry []byte) []byte {
 	return append(out, entry...)
 }
 
-func countImportedGlobals(body []byte) (uint32, error) {
+// counterGlobal is the countdown's definition: a mutable i32 starting at Period.
+func counterGlobal() []byte {
+	g := []byte{0x7F, 0x01, 0x41}
+	g = appendS32(g, Period)
+	return append(g, 0x0B)
+}
+
+// readTypes returns each function type of the type section, as its raw bytes after 0x60.
+func readTypes(body []byte) ([][]byte, error) {
 	r := reader{b: body}
 	n := r.u32()
-	var globals uint32
+	var types [][]byte
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		r.bytes(int(r.u32())) // module
-		r.bytes(int(r.u32())) // name
+		if r.byte() != 0x60 {
+			return nil, fmt.Errorf("%w: type %d is not a function type", ErrUnsupported, i)
+		}
+		start := r.off
+		for k := 0; k < 2; k++ { // params, results
+			for m := r.u32(); m > 0 && r.err == nil; m-- {
+				r.byte()
+			}
+		}
+		types = append(types, body[start:r.off])
+	}
+	return types, r.err
+}
+
+// readImports counts the imported globals and finds the function index of an imported
+// wasi_snapshot_preview1.sched_yield of type () -> i32 (-1 when there is none).
+func readImports(body []byte, types [][]byte) (globals uint32, yield int64, err error) {
+	r := reader{b: body}
+	n := r.u32()
+	yield = -1
+	funcs := int64(0)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		module := string(r.bytes(int(r.u32())))
+		name := string(r.bytes(int(r.u32())))
 		switch kind := r.byte(); kind {
 		case 0x00: // func
-			r.u32()
+			t := r.u32()
+			if module == "wasi_snapshot_preview1" && name == "sched_yield" && int(t) < len(types) && bytes.Equal(types[t], []byte{0x00, 0x01, 0x7F}) {
+				yield = funcs
+			}
+			funcs++
 		case 0x01: // table
 			r.byte()
 			r.limits()
@@ -169,10 +226,10 @@ func countImportedGlobals(body []byte) (uint32, error) {
 			r.byte()
 			r.u32()
 		default:
-			return 0, fmt.Errorf("%w: import kind %#x", ErrUnsupported, kind)
+			return 0, -1, fmt.Errorf("%w: import kind %#x", ErrUnsupported, kind)
 		}
 	}
-	return globals, r.err
+	return globals, yield, r.err
 }
 
 func checkExports(body []byte) error {
@@ -189,9 +246,17 @@ func checkExports(body []byte) error {
 	return r.err
 }
 
-func instrumentCode(body []byte, gidx uint32) ([]byte, error) {
-	check := append([]byte{0x23}, appendU32(nil, gidx)...) // global.get gidx
-	check = append(check, 0x04, 0x40, 0x00, 0x0B)          // if; unreachable; end
+func instrumentCode(body []byte, gidx, yield uint32) ([]byte, error) {
+	// At every loop head:
+	//	global.get g; i32.const 1; i32.sub; global.set g
+	//	global.get g; i32.eqz; if; call sched_yield; drop; i32.const Period; global.set g; end
+	g := appendU32(nil, gidx)
+	check := append(append([]byte{0x23}, g...), 0x41, 0x01, 0x6B, 0x24)
+	check = append(append(check, g...), 0x23)
+	check = append(append(check, g...), 0x45, 0x04, 0x40, 0x10)
+	check = append(appendU32(check, yield), 0x1A, 0x41)
+	check = append(appendS32(check, Period), 0x24)
+	check = append(append(check, g...), 0x0B)
 
 	r := reader{b: body}
 	n := r.u32()
@@ -389,5 +454,17 @@ func appendU32(b []byte, v uint32) []byte {
 			continue
 		}
 		return append(b, c)
+	}
+}
+
+// appendS32 appends v as a signed LEB128.
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if v == 0 && c&0x40 == 0 || v == -1 && c&0x40 != 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,26 +24,50 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// A hand-assembled module: (func (export "spin") (param i32) (result i32) (loop ...)) that counts
-// its parameter down to zero, or forever when given a negative number.
-var spin = []byte{
-	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-	0x01, 0x06, 0x01, 0x60, 0x01, 0x7f, 0x01, 0x7f, // type: (i32) -> i32
-	0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-	0x07, 0x08, 0x01, 0x04, 's', 'p', 'i', 'n', 0x00, 0x00, // export "spin" func 0
-	0x0a, 0x15, 0x01, 0x13, 0x00, // code: 1 body of 19 bytes, no locals
-	0x03, 0x40, // loop
-	0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // local.get 0; i32.const 1; i32.sub; local.tee 0
-	0x41, 0x00, 0x47, 0x0d, 0x00, // i32.const 0; i32.ne; br_if 0
-	0x0b,       // end loop
-	0x20, 0x00, // local.get 0
-	0x0b, // end
-}
+// section frames a section body with its id and size (bodies here are under 128 bytes).
+func section(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
 
-func instantiate(t *testing.T, wasm []byte) (api.Module, func()) {
+// spin is a hand-assembled module: it imports wasi_snapshot_preview1.sched_yield, and exports
+// (func "spin" (param i32) (result i32)) whose loop counts its parameter down to zero, or runs
+// forever when given a negative number.
+var spin = func() []byte {
+	m := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	m = append(m, section(1, 0x02, 0x60, 0x01, 0x7f, 0x01, 0x7f, 0x60, 0x00, 0x01, 0x7f)...) // (i32)->i32, ()->i32
+	imp := []byte{0x01, 22}
+	imp = append(imp, "wasi_snapshot_preview1"...)
+	imp = append(imp, 11)
+	imp = append(imp, "sched_yield"...)
+	imp = append(imp, 0x00, 0x01) // func of type 1
+	m = append(m, section(2, imp...)...)
+	m = append(m, section(3, 0x01, 0x00)...)                                 // function 1 has type 0
+	m = append(m, section(7, 0x01, 0x04, 's', 'p', 'i', 'n', 0x00, 0x01)...) // export "spin" = func 1
+	body := []byte{0x00,                                                     // no locals
+		0x03, 0x40, // loop
+		0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, // local.get 0; i32.const 1; i32.sub; local.tee 0
+		0x41, 0x00, 0x47, 0x0d, 0x00, // i32.const 0; i32.ne; br_if 0
+		0x0b,       // end loop
+		0x20, 0x00, // local.get 0
+		0x0b, // end
+	}
+	return append(m, section(10, append([]byte{0x01, byte(len(body))}, body...)...)...)
+}()
+
+// instantiate runs wasm with a sched_yield that counts its calls and traps once stop is set.
+func instantiate(t *testing.T, wasm []byte, yields *atomic.Int64, stop *atomic.Bool) (api.Module, func()) {
 	t.Helper()
 	ctx := context.Background()
 	rt := wazero.NewRuntime(ctx)
+	_, err := rt.NewHostModuleBuilder("wasi_snapshot_preview1").NewFunctionBuilder().
+		WithFunc(func() int32 {
+			yields.Add(1)
+			if stop.Load() {
+				panic(errors.New("stopped"))
+			}
+			return 0
+		}).Export("sched_yield").Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mod, err := rt.Instantiate(ctx, wasm)
 	if err != nil {
 		t.Fatal(err)
@@ -49,27 +75,61 @@ func instantiate(t *testing.T, wasm []byte) (api.Module, func()) {
 	return mod, func() { rt.Close(ctx) }
 }
 
-func TestInterruptStopsALoop(t *testing.T) {
+func TestYieldEveryPeriodAndStop(t *testing.T) {
 	out, err := loopcheck.Instrument(spin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod, done := instantiate(t, out)
+	var yields atomic.Int64
+	var stop atomic.Bool
+	mod, done := instantiate(t, out, &yields, &stop)
 	defer done()
 	fn := mod.ExportedFunction("spin")
-	res, err := fn.Call(context.Background(), 5)
+	res, err := fn.Call(context.Background(), 10*loopcheck.Period)
 	if err != nil || res[0] != 0 {
-		t.Fatalf("spin(5) = %v, %v; want 0", res, err)
+		t.Fatalf("spin(%d) = %v, %v; want 0", 10*loopcheck.Period, res, err)
 	}
-	g, ok := mod.ExportedGlobal(loopcheck.Global).(api.MutableGlobal)
-	if !ok {
-		t.Fatalf("no mutable global %q exported", loopcheck.Global)
+	if got := yields.Load(); got != 10 {
+		t.Fatalf("%d loop heads made %d calls into the host, want 10", 10*loopcheck.Period, got)
 	}
-	timer := time.AfterFunc(50*time.Millisecond, func() { g.Set(1) })
+	timer := time.AfterFunc(50*time.Millisecond, func() { stop.Store(true) })
 	defer timer.Stop()
 	_, err = fn.Call(context.Background(), api.EncodeI32(-1))
-	if err == nil || !strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("endless loop returned %v, want an unreachable trap", err)
+	if err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("endless loop returned %v, want the host's stop", err)
+	}
+}
+
+// TestEndlessLoopDoesNotBlockTheCollector: compiled wasm cannot be preempted by Go, so a guest
+// that never left it would stall every stop-the-world. The periodic call into the host is what
+// lets runtime.GC finish while a guest loops.
+func TestEndlessLoopDoesNotBlockTheCollector(t *testing.T) {
+	out, err := loopcheck.Instrument(spin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yields atomic.Int64
+	var stop atomic.Bool
+	mod, done := instantiate(t, out, &yields, &stop)
+	defer done()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := mod.ExportedFunction("spin").Call(context.Background(), api.EncodeI32(-1))
+		errc <- err
+	}()
+	for yields.Load() == 0 {
+		runtime.Gosched()
+	}
+	gcDone := make(chan struct{})
+	go func() { runtime.GC(); runtime.GC(); close(gcDone) }()
+	select {
+	case <-gcDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("runtime.GC blocked by a looping guest")
+	}
+	stop.Store(true)
+	if err := <-errc; err == nil {
+		t.Fatal("loop did not stop")
 	}
 }
 
@@ -104,8 +164,9 @@ func TestGoModulesStillWork(t *testing.T) {
 func TestRefusesWhatItCannotRead(t *testing.T) {
 	simd := bytes.Clone(spin)
 	simd[len(simd)-4] = 0xFD // an instruction from the SIMD proposal
+	noYield := bytes.Replace(spin, []byte("sched_yield"), []byte("sched_yiele"), 1)
 	for name, in := range map[string][]byte{
-		"empty": nil, "not wasm": []byte("hello, world"), "truncated": spin[:30], "simd": simd,
+		"empty": nil, "not wasm": []byte("hello, world"), "truncated": spin[:30], "simd": simd, "no sched_yield": noYield,
 	} {
 		if _, err := loopcheck.Instrument(in); !errors.Is(err, loopcheck.ErrUnsupported) {
 			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
