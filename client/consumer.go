@@ -170,26 +170,29 @@ func (c *Consumer) Start(ctx context.Context) error {
 	c.started = true
 	c.mu.Unlock()
 
+	fail := func(err error) error {
+		c.mu.Lock()
+		c.started = false
+		c.mu.Unlock()
+		switch {
+		case c.ctx.Err() != nil:
+			return ErrClosed
+		case permanent(err):
+			return err
+		}
+		return fmt.Errorf("allocd: joining group %q: %w (last error: %v)", c.group, ctx.Err(), err)
+	}
 	for failures := 0; ; {
 		err := c.beat(ctx)
 		if err == nil {
 			break
 		}
 		if permanent(err) || ctx.Err() != nil || c.ctx.Err() != nil {
-			c.mu.Lock()
-			c.started = false
-			c.mu.Unlock()
-			if ctx.Err() != nil && !permanent(err) {
-				return fmt.Errorf("allocd: joining group %q: %w (last error: %v)", c.group, ctx.Err(), err)
-			}
-			return err
+			return fail(err)
 		}
 		failures++
 		if !c.sleep(ctx, c.backoff(failures)) {
-			c.mu.Lock()
-			c.started = false
-			c.mu.Unlock()
-			return fmt.Errorf("allocd: joining group %q: %w (last error: %v)", c.group, context.Cause(ctx), err)
+			return fail(err)
 		}
 	}
 	c.mu.Lock()
@@ -389,16 +392,18 @@ func (c *Consumer) dispatch() {
 	}
 }
 
-// heartbeatLoop sends a heartbeat every HeartbeatInterval, sooner after a failure (backoff)
+// heartbeatLoop sends a heartbeat every HeartbeatInterval, counted from the start of the
+// previous one (so a slow answer does not stretch the period), sooner after a failure (backoff)
 // or when a long-poll finds the member unknown to the daemon.
 func (c *Consumer) heartbeatLoop() {
 	failures := 0
+	last := c.clock.Now() // Start's heartbeat
 	for {
-		delay := c.opts.HeartbeatInterval
+		delay := c.opts.HeartbeatInterval - c.clock.Now().Sub(last)
 		if failures > 0 {
 			delay = c.backoff(failures)
 		}
-		t := c.clock.NewTimer(delay)
+		t := c.clock.NewTimer(max(delay, 0))
 		select {
 		case <-c.ctx.Done():
 			t.Stop()
@@ -407,6 +412,7 @@ func (c *Consumer) heartbeatLoop() {
 		case <-c.beatNow:
 			t.Stop()
 		}
+		last = c.clock.Now()
 		if err := c.beat(c.ctx); err != nil {
 			if c.ctx.Err() != nil {
 				return

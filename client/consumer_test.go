@@ -304,4 +304,16 @@ func TestConsumerStartAndClose(t *testing.T) {
 	if _, ok := <-d.Assignments(); ok {
 		t.Fatal("an assignment from a consumer that never ran")
 	}
+	// Close ends a Start that is still retrying.
+	f := e.c.NewConsumer("g", "c3", []string{"T"}, client.ConsumerOptions{RetryMin: 5 * time.Millisecond})
+	started := make(chan error, 1)
+	go func() { started <- f.Start(ctx) }()
+	before := e.count("POST", "/v1/groups/g/heartbeat")
+	waitFor(t, func() bool { return e.count("POST", "/v1/groups/g/heartbeat") > before })
+	if err := f.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("Start when closed while retrying: %v", err)
+	}
 }

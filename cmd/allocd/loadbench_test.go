@@ -12,6 +12,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -121,6 +124,63 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// rss is a process's resident memory, from /proc/PID/status.
+func rss(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// heartbeatHistogram reads the daemon's own latency histogram of the heartbeat route from
+// /metrics: cumulative counts by upper bound (seconds). It measures the handler, without the
+// network, the kernel's queues or the client.
+func heartbeatHistogram(tb testing.TB, url string) map[float64]float64 {
+	tb.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[float64]float64{}
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, "allocd_http_request_seconds_bucket{") || !strings.Contains(line, `route="POST /v1/groups/{group}/heartbeat"`) {
+			continue
+		}
+		i := strings.Index(line, `le="`)
+		j := strings.LastIndexByte(line, ' ')
+		if i < 0 || j < 0 {
+			continue
+		}
+		le := line[i+4:]
+		le = le[:strings.IndexByte(le, '"')]
+		bound, err1 := strconv.ParseFloat(le, 64)
+		n, err2 := strconv.ParseFloat(strings.TrimSpace(line[j+1:]), 64)
+		if err1 == nil && err2 == nil {
+			out[bound] = n
+		}
+	}
+	return out
+}
+
+// histogramBound returns the smallest bucket bound holding at least q of the requests counted
+// between two readings.
+func histogramBound(before, after map[float64]float64, q float64) time.Duration {
+	bounds := slices.Sorted(maps.Keys(after))
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	for _, b := range bounds {
+		if after[b]-before[b] >= q*total {
+			return time.Duration(b * float64(time.Second))
+		}
+	}
+	return 0
 }
 
 // selfCPU is this process's user+system CPU time.
@@ -259,7 +319,6 @@ func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window t
 		mu        sync.Mutex
 		lat       = make([]time.Duration, 0, 64<<10)
 		failed    atomic.Int64
-		series    [][2]time.Duration
 	)
 	onHeartbeat := func(took time.Duration, err error) {
 		if !measuring.Load() {
@@ -271,9 +330,6 @@ func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window t
 		}
 		mu.Lock()
 		lat = append(lat, took)
-		if os.Getenv("LOADBENCH_SERIES") != "" {
-			series = append(series, [2]time.Duration{time.Duration(time.Now().UnixNano()), took})
-		}
 		mu.Unlock()
 	}
 	n := groups * perGroup
@@ -289,27 +345,16 @@ func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window t
 
 	b.ResetTimer()
 	load0 := loadavg()
+	hist0 := heartbeatHistogram(b, d.url)
 	cpu0, self0, t0 := cpuTime(b, d.pid), selfCPU(), time.Now()
 	measuring.Store(true)
 	time.Sleep(window)
 	measuring.Store(false)
 	cpu1, self1, elapsed := cpuTime(b, d.pid), selfCPU(), time.Since(t0)
 	b.StopTimer()
+	hist1 := heartbeatHistogram(b, d.url)
 
 	mu.Lock()
-	if len(series) > 0 {
-		per := map[int64][]time.Duration{}
-		t0 := series[0][0]
-		for _, s := range series {
-			k := int64((s[0] - t0) / time.Second)
-			per[k] = append(per[k], s[1])
-		}
-		for k := int64(0); k < int64(len(per)); k++ {
-			v := per[k]
-			slices.Sort(v)
-			fmt.Fprintf(os.Stderr, "second %2d: %5d heartbeats, p50 %6.2fms p90 %6.2fms p99 %6.2fms\n", k, len(v), ms(percentile(v, .5)), ms(percentile(v, .9)), ms(percentile(v, .99)))
-		}
-	}
 	slices.Sort(lat)
 	samples := slices.Clone(lat)
 	mu.Unlock()
@@ -340,6 +385,11 @@ func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window t
 	b.ReportMetric(100*float64(cpu1-cpu0)/float64(elapsed), "daemon-cpu-%")
 	b.ReportMetric(100*float64(self1-self0)/float64(elapsed), "loadgen-cpu-%")
 	b.ReportMetric(float64(failed.Load()), "errors")
+	// The daemon's own view: the bucket bound (100us x 4^k) under which 50% and 99% of the
+	// window's heartbeats were handled.
+	b.ReportMetric(ms(histogramBound(hist0, hist1, 0.50)), "daemon-p50<=ms")
+	b.ReportMetric(ms(histogramBound(hist0, hist1, 0.99)), "daemon-p99<=ms")
+	b.ReportMetric(float64(rss(d.pid))/(1<<20), "daemon-rss-MiB")
 	b.Logf("window %v: %d heartbeats, daemon CPU %v, load generator CPU %v; load average before %s, after %s",
 		elapsed.Round(time.Millisecond), len(samples), (cpu1 - cpu0).Round(time.Millisecond), (self1 - self0).Round(time.Millisecond),
 		load0, loadavg())
