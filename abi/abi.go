@@ -42,11 +42,16 @@ func (q Queue) String() string {
 // name (both byte-wise, which equals Java's UTF-16 order for the ASCII names brokers use), then
 // queue id numerically.
 func CompareQueues(a, b Queue) int {
-	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-		return c
+	// A topic's queues usually share their name strings: skip comparing bytes then.
+	if !sameString(a.Topic, b.Topic) {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
 	}
-	if c := strings.Compare(a.BrokerName, b.BrokerName); c != 0 {
-		return c
+	if !sameString(a.BrokerName, b.BrokerName) {
+		if c := strings.Compare(a.BrokerName, b.BrokerName); c != 0 {
+			return c
+		}
 	}
 	return cmp.Compare(a.QueueID, b.QueueID)
 }

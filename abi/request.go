@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Magic numbers of the two messages.
@@ -114,16 +115,21 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			// ones and consult the map only when they change.
 			var lastTopic, lastBroker string
 			var topicID, brokerID uint32 = NoString, NoString
-			for _, q := range r.Queues {
-				if topicID == NoString || q.Topic != lastTopic {
+			n := len(dst)
+			dst = slices.Grow(dst, 12*len(r.Queues))[:n+12*len(r.Queues)]
+			recs := dst[n:]
+			for i := range r.Queues {
+				q := &r.Queues[i]
+				if topicID == NoString || !sameString(q.Topic, lastTopic) {
 					topicID, lastTopic = e.intern(q.Topic), q.Topic
 				}
-				if brokerID == NoString || q.BrokerName != lastBroker {
+				if brokerID == NoString || !sameString(q.BrokerName, lastBroker) {
 					brokerID, lastBroker = e.intern(q.BrokerName), q.BrokerName
 				}
-				dst = le.AppendUint32(dst, topicID)
-				dst = le.AppendUint32(dst, brokerID)
-				dst = le.AppendUint32(dst, uint32(q.QueueID))
+				rec := recs[12*i : 12*i+12]
+				le.PutUint32(rec, topicID)
+				le.PutUint32(rec[4:], brokerID)
+				le.PutUint32(rec[8:], uint32(q.QueueID))
 			}
 		case SectionConsumers:
 			dst = e.appendStrings(dst, r.Consumers)
@@ -174,6 +180,12 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	}
 	le.PutUint32(dst[start+8:], uint32(len(dst)-start))
 	return dst, nil
+}
+
+// sameString is a == b, answering without comparing bytes when both share their storage, as the
+// topic and broker names of one topic's queues usually do.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // intern returns the string's index in the table, adding it once.

@@ -1,5 +1,7 @@
 package abi
 
+import "slices"
+
 // Result status codes on the wire.
 const (
 	StatusOK    = 0
@@ -48,8 +50,11 @@ func (w *ResponseWriter) Append(i int) { w.buf = le.AppendUint32(w.buf, uint32(i
 // Indices writes a whole result.
 func (w *ResponseWriter) Indices(list []int) {
 	w.Begin()
-	for _, i := range list {
-		w.buf = le.AppendUint32(w.buf, uint32(i))
+	n := len(w.buf)
+	w.buf = slices.Grow(w.buf, 4*len(list))[:n+4*len(list)]
+	out := w.buf[n:]
+	for k, i := range list {
+		le.PutUint32(out[4*k:4*k+4], uint32(i))
 	}
 }
 
@@ -120,6 +125,9 @@ func DecodeResponse(b []byte, r *Response) error {
 	}
 	r.Results = r.Results[:0]
 	p := b[headerSize:]
+	// All results' indices share one array, sized for the most the message can hold: one
+	// allocation per answer instead of one per consumer.
+	var flat []int
 	for i := 0; i < int(count); i++ {
 		if len(p) < 8 {
 			return errorf("result %d is cut short", i)
@@ -131,11 +139,14 @@ func DecodeResponse(b []byte, r *Response) error {
 			if n*4 > uint64(len(p)) {
 				return errorf("result %d declares %d indices, more than the %d bytes left", i, n, len(p))
 			}
-			idx := make([]int, n)
-			for j := range idx {
-				idx[j] = int(le.Uint32(p[4*j:]))
+			if flat == nil {
+				flat = make([]int, 0, len(p)/4)
 			}
-			r.Results = append(r.Results, Result{Indices: idx})
+			start := len(flat)
+			for j := uint64(0); j < n; j++ {
+				flat = append(flat, int(le.Uint32(p[4*j:])))
+			}
+			r.Results = append(r.Results, Result{Indices: flat[start:len(flat):len(flat)]})
 			p = p[4*n:]
 		case StatusError:
 			padded := (n + 3) &^ 3
