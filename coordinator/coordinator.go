@@ -477,7 +477,7 @@ func (c *Coordinator) PluginChanged(name, version string) {
 }
 
 // Route returns the queues producers may send to for a topic: its writable queues in canonical
-// order, the list ShardQueue picks from.
+// order, the list route.ShardQueue picks from.
 func (c *Coordinator) Route(topic string) ([]abi.Queue, error) {
 	t, err := c.Topic(topic)
 	if err != nil {

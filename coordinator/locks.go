@@ -16,6 +16,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/lock"
+	"github.com/allocd/allocd/route"
 	"github.com/allocd/allocd/store"
 )
 
@@ -44,7 +45,7 @@ import (
 // When members contend for a free message group, the table asks which member the group's plugin
 // prefers. The plugin is called with message-group buckets as its queues: a message group named
 // N of topic T is the queue {Topic: T, BrokerName: "", QueueID: b} where b is
-// ShardQueue's choice for sharding key N among PreferenceBuckets such queues (Java's
+// route.ShardQueue's choice for sharding key N among PreferenceBuckets such queues (Java's
 // String.hashCode of N modulo PreferenceBuckets, as RocketMQ's SelectMessageQueueByHash), and
 // with the members of T's generation in force as its consumers (their keys, labels and
 // weights, as for an assignment). One call covers every message group of the topic, the answer
@@ -310,9 +311,9 @@ func bucketQueues(topic string) []abi.Queue {
 // buckets is bucketQueues of no topic, for preferenceBucket.
 var buckets = bucketQueues("")
 
-// preferenceBucket is the bucket of message group name: the queue ShardQueue picks for it.
+// preferenceBucket is the bucket of message group name: the queue route.ShardQueue picks for it.
 func preferenceBucket(name string) int {
-	q, _ := ShardQueue(buckets, name)
+	q, _ := route.ShardQueue(buckets, name)
 	return int(q.QueueID)
 }
 

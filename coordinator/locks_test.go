@@ -10,6 +10,7 @@ import (
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/lock"
 	"github.com/allocd/allocd/plugins/averagely"
+	"github.com/allocd/allocd/route"
 )
 
 func (e *env) orderly(name, strategy string, delivery coordinator.Delivery, config map[string]string) {
@@ -280,6 +281,6 @@ func preferenceBucket(name string) int {
 	for i := range qs {
 		qs[i].QueueID = int32(i)
 	}
-	q, _ := coordinator.ShardQueue(qs, name)
+	q, _ := route.ShardQueue(qs, name)
 	return int(q.QueueID)
 }

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/allocd/allocd/abi"
-	"github.com/allocd/allocd/route"
 	"github.com/allocd/allocd/store"
 )
 
@@ -316,10 +315,4 @@ func queues(t Topic, count func(Broker) int) []abi.Queue {
 	}
 	slices.SortFunc(qs, abi.CompareQueues)
 	return qs
-}
-
-// ShardQueue picks the queue for sharding key key among queues, as RocketMQ's
-// SelectMessageQueueByHash does (see route.ShardQueue, which the Go client shares).
-func ShardQueue(queues []abi.Queue, key string) (abi.Queue, bool) {
-	return route.ShardQueue(queues, key)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
+	queueroute "github.com/allocd/allocd/route"
 )
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) error {
@@ -75,7 +76,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) error {
 	resp := routeResponse{Topic: topic, Queues: qs}
 	if q := r.URL.Query(); q.Has("key") {
 		key := q.Get("key")
-		chosen, ok := coordinator.ShardQueue(qs, key)
+		chosen, ok := queueroute.ShardQueue(qs, key)
 		if !ok {
 			return &apiError{status: http.StatusConflict, msg: "topic " + strconv.Quote(topic) + " has no writable queues"}
 		}
