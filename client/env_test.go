@@ -233,7 +233,28 @@ func (t *fakeTimer) Stop() bool {
 func (f *fakeClock) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
+	f.advanceLocked(f.now.Add(d))
+}
+
+// AdvanceToNext moves the time to the earliest pending timer, if any, and fires the timers that
+// are due then.
+func (f *fakeClock) AdvanceToNext() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.timers) == 0 {
+		return
+	}
+	next := f.timers[0].at
+	for _, t := range f.timers[1:] {
+		if t.at.Before(next) {
+			next = t.at
+		}
+	}
+	f.advanceLocked(next)
+}
+
+func (f *fakeClock) advanceLocked(now time.Time) {
+	f.now = now
 	kept := f.timers[:0]
 	for _, t := range f.timers {
 		if t.at.After(f.now) {

@@ -33,6 +33,8 @@ func (e *env) member(cid string) *client.Consumer {
 	return cons
 }
 
+// eventually polls cond until it holds (at most 10s): for state that changes over the network;
+// a cond that needs the helpers' timers drives them with round.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -42,6 +44,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// round drives one pass of a loop timed by clock (the only one on it): it waits until the loop
+// waits on its timer, fires that timer, and waits until the loop waits again, its pass done.
+func round(t *testing.T, clock *fakeClock) {
+	t.Helper()
+	clock.WaitTimers(t, 1)
+	clock.AdvanceToNext()
+	clock.WaitTimers(t, 1)
 }
 
 func heldIDs(o *client.Ordered) []int32 {
@@ -56,10 +67,16 @@ func TestOrderedQueueLocksFollowTheAssignment(t *testing.T) {
 	e := newEnv(t)
 	e.orderly(client.Binding{Strategy: "averagely"})
 	ctx := context.Background()
-	o1 := e.c.NewOrdered(e.member("c1"), client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 100 * time.Millisecond})
+	// Each helper's loop runs on its own fake clock: a round of one is one pass of its loop.
+	clock1, clock2 := newFakeClock(), newFakeClock()
+	c1 := e.member("c1")
+	o1 := e.c.NewOrdered(c1, client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 100 * time.Millisecond, Clock: clock1})
 	o1.Start()
 	t.Cleanup(func() { o1.Close(ctx) })
-	eventually(t, "c1 holds every queue", func() bool { return slices.Equal(heldIDs(o1), []int32{0, 1, 2, 3}) })
+	eventually(t, "c1 holds every queue", func() bool {
+		round(t, clock1)
+		return slices.Equal(heldIDs(o1), []int32{0, 1, 2, 3})
+	})
 	before := o1.Held()
 
 	// c1 works on queue 2 while c2 joins and the rebalance moves queues 2 and 3 to c2: c1 keeps
@@ -77,20 +94,43 @@ func TestOrderedQueueLocksFollowTheAssignment(t *testing.T) {
 	if token := <-inside; token != before[2].Token {
 		t.Fatalf("WithQueue ran with token %d, the loop holds %d", token, before[2].Token)
 	}
-	o2 := e.c.NewOrdered(e.member("c2"), client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 100 * time.Millisecond})
+	c2 := e.member("c2")
+	o2 := e.c.NewOrdered(c2, client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 100 * time.Millisecond, Clock: clock2})
 	o2.Start()
 	t.Cleanup(func() { o2.Close(ctx) })
-	eventually(t, "c2 holds queue 3", func() bool { return slices.Contains(heldIDs(o2), 3) })
-	time.Sleep(300 * time.Millisecond) // several renewal rounds
-	if slices.Contains(heldIDs(o2), 2) {
-		t.Fatal("c2 took queue 2 while c1 was still working on it")
+	// The rebalance reaches both consumers over the network; then a pass of c1's loop unlocks
+	// queue 3 (not 2, in use), and c2's loop takes it.
+	eventually(t, "the rebalance reaches c1 and c2", func() bool {
+		a1, _ := c1.Current("T")
+		a2, _ := c2.Current("T")
+		return slices.Equal(ids(a1.Queues), []int32{0, 1}) && slices.Equal(ids(a2.Queues), []int32{2, 3})
+	})
+	round(t, clock1)
+	eventually(t, "c2 holds queue 3", func() bool {
+		round(t, clock2)
+		return slices.Contains(heldIDs(o2), 3)
+	})
+	// Several renewal rounds of both loops (each pass is at least RenewEvery apart).
+	for range 5 {
+		round(t, clock1)
+		round(t, clock2)
+		if slices.Contains(heldIDs(o2), 2) {
+			t.Fatal("c2 took queue 2 while c1 was still working on it")
+		}
 	}
 	close(release)
 	if err := <-worked; err != nil {
 		t.Fatalf("c1's work: %v", err)
 	}
-	eventually(t, "c2 holds queues 2 and 3", func() bool { return slices.Equal(heldIDs(o2), []int32{2, 3}) })
-	eventually(t, "c1 holds queues 0 and 1", func() bool { return slices.Equal(heldIDs(o1), []int32{0, 1}) })
+	eventually(t, "c2 holds queues 2 and 3", func() bool {
+		round(t, clock1)
+		round(t, clock2)
+		return slices.Equal(heldIDs(o2), []int32{2, 3})
+	})
+	eventually(t, "c1 holds queues 0 and 1", func() bool {
+		round(t, clock1)
+		return slices.Equal(heldIDs(o1), []int32{0, 1})
+	})
 	after := o2.Held()
 	if after[0].Token <= before[3].Token {
 		t.Fatalf("c2's token %d is not above c1's %d", after[0].Token, before[3].Token)
@@ -115,7 +155,8 @@ func TestOrderedMessageGroups(t *testing.T) {
 	e := newEnv(t)
 	e.orderly(client.Binding{Delivery: client.MessageDelivery})
 	ctx := context.Background()
-	opts := client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 50 * time.Millisecond}
+	clock := newFakeClock() // times the renewals of the one lock held at a time
+	opts := client.OrderedOptions{Lease: 10 * time.Second, RenewEvery: 50 * time.Millisecond, Clock: clock}
 	c1 := e.member("c1")
 	o1, o2 := e.c.NewOrdered(c1, opts), e.c.NewOrdered(e.member("c2"), opts)
 
@@ -134,7 +175,12 @@ func TestOrderedMessageGroups(t *testing.T) {
 		if ran || err != nil {
 			t.Errorf("TryDo of a held group: ran %v, %v", ran, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		for range 4 {
+			round(t, clock) // a renewal
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		return ctx.Err()
 	})
 	if err != nil {
@@ -149,6 +195,8 @@ func TestOrderedMessageGroups(t *testing.T) {
 		if _, err := e.coord.Leave("g", "c1"); err != nil {
 			return err
 		}
+		clock.WaitTimers(t, 1)
+		clock.AdvanceToNext() // the next renewal finds the lock gone
 		<-ctx.Done()
 		return context.Cause(ctx)
 	})
