@@ -31,6 +31,9 @@ func Path(tb testing.TB, pkg string) string {
 	return p
 }
 
+// Build is Path for code without a testing.TB (Example functions): it returns the error.
+func Build(pkg string) (string, error) { return build(pkg) }
+
 // Bytes is Path, returning the module's bytes.
 func Bytes(tb testing.TB, pkg string) []byte {
 	tb.Helper()
