@@ -5,54 +5,22 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
 )
 
-// GroupStatus is a group as operators see it: its binding, its live members, and per topic the
-// generation in force with the whole assignment.
-type GroupStatus struct {
-	Group
-	Members []MemberStatus         `json:"members"`
-	Topics  map[string]TopicStatus `json:"topics"`
-}
-
-// MemberStatus is one live member.
-type MemberStatus struct {
-	CID           string            `json:"cid"`
-	InstanceID    string            `json:"instanceId,omitempty"`
-	Topics        []string          `json:"topics"`
-	Labels        map[string]string `json:"labels"`
-	LastHeartbeat time.Time         `json:"lastHeartbeat"`
-	// Generations are what the member reported having applied.
-	Generations map[string]int64 `json:"generations"`
-}
-
-// TopicStatus is one (group, topic).
-type TopicStatus struct {
-	// Generation is the number in force, 0 before the first.
-	Generation int64 `json:"generation"`
-	// Assignment maps each member's client id to its queues.
-	Assignment    map[string][]abi.Queue `json:"assignment"`
-	Plugin        string                 `json:"plugin,omitempty"`
-	PluginVersion string                 `json:"pluginVersion,omitempty"`
-	PublishedAt   *time.Time             `json:"publishedAt,omitempty"`
-	// Pending: an input changed and a new generation is being worked out.
-	Pending bool `json:"pending"`
-	// Held: after a restart, the generation waits for its members to come back.
-	Held bool `json:"held,omitempty"`
-	// Error is the last failure to compute a new generation, while it lasts.
-	Error    string     `json:"error,omitempty"`
-	ErrorAt  *time.Time `json:"errorAt,omitempty"`
-	Failures int        `json:"failures,omitempty"`
-}
-
-// GroupSummary is a group in a list.
-type GroupSummary struct {
-	Group
-	Members int `json:"members"`
-}
+// The status views are package model's, shared with the Go client.
+type (
+	GroupStatus  = model.GroupStatus
+	MemberStatus = model.MemberStatus
+	TopicStatus  = model.TopicStatus
+	GroupSummary = model.GroupSummary
+	Preview      = model.Preview
+	TopicPreview = model.TopicPreview
+	Move         = model.Move
+	Count        = model.Count
+)
 
 // Group returns a group's status.
 func (c *Coordinator) Group(name string) (GroupStatus, error) {
@@ -128,39 +96,6 @@ func byCID(assign map[string][]abi.Queue, cids map[string]string) map[string][]a
 		out[cid] = qs
 	}
 	return out
-}
-
-// Preview is a dry run of another binding on the live members: per topic, the assignment it
-// would give next to the one in force, and what would move.
-type Preview struct {
-	Binding Binding                 `json:"binding"`
-	Topics  map[string]TopicPreview `json:"topics"`
-}
-
-// TopicPreview compares one topic's assignment in force with the proposed one, by client id.
-type TopicPreview struct {
-	Generation int64                  `json:"generation"`
-	Current    map[string][]abi.Queue `json:"current"`
-	Proposed   map[string][]abi.Queue `json:"proposed"`
-	// Moves are the queues whose owner would change ("" for nobody), in queue order.
-	Moves []Move `json:"moves"`
-	// Counts are the queues each member holds now and would hold.
-	Counts map[string]Count `json:"counts"`
-	// Error is the plugin's failure; Proposed, Moves and Counts are then empty.
-	Error string `json:"error,omitempty"`
-}
-
-// Move is one queue changing owner.
-type Move struct {
-	Queue abi.Queue `json:"queue"`
-	From  string    `json:"from"`
-	To    string    `json:"to"`
-}
-
-// Count is a member's queue count before and after.
-type Count struct {
-	Current  int `json:"current"`
-	Proposed int `json:"proposed"`
 }
 
 // Preview computes what binding b would assign on the group's live members, for every topic

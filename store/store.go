@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
-	"github.com/allocd/allocd/autoscale"
+	"github.com/allocd/allocd/model"
 )
 
 // Store is the daemon's durable state. Its methods are safe for concurrent use. Every method
@@ -68,62 +68,23 @@ type Tx interface {
 	NextSequence(bucket string) (uint64, error)
 }
 
-// Broker is one broker's share of a topic, as in RocketMQ's QueueData: queue ids
-// 0..ReadQueues-1 are readable by consumers, 0..WriteQueues-1 writable by producers.
-type Broker struct {
-	Name        string `json:"name"`
-	ReadQueues  int    `json:"readQueues"`
-	WriteQueues int    `json:"writeQueues"`
-}
-
-// Topic is a named topic and its brokers.
-type Topic struct {
-	Name    string   `json:"name"`
-	Brokers []Broker `json:"brokers"`
-	// Autoscale is the topic's auto-scaling policy; nil when the operator keeps the counts.
-	Autoscale *autoscale.Policy `json:"autoscale,omitempty"`
-}
-
-// Model is a group's message model.
-type Model string
-
-// The message models, as in RocketMQ.
-const (
-	// Clustering: each queue is consumed by one member, chosen by the group's strategy.
-	Clustering Model = "clustering"
-	// Broadcasting: every member consumes every queue.
-	Broadcasting Model = "broadcasting"
+// The records the store keeps are package model's, shared with the API and the Go client.
+type (
+	Broker   = model.Broker
+	Topic    = model.Topic
+	Model    = model.Model
+	Delivery = model.Delivery
+	Binding  = model.Binding
+	Group    = model.Group
 )
 
-// Delivery is how a group's members share messages.
-type Delivery string
-
-// The delivery modes.
+// The message models and delivery modes.
 const (
-	// QueueDelivery: a member reads the queues it is assigned.
-	QueueDelivery Delivery = "queue"
-	// MessageDelivery: every member may read every queue; ordering comes from message-group
-	// locks.
-	MessageDelivery Delivery = "message"
+	Clustering      = model.Clustering
+	Broadcasting    = model.Broadcasting
+	QueueDelivery   = model.QueueDelivery
+	MessageDelivery = model.MessageDelivery
 )
-
-// Binding is how a group's queues are shared: the strategy plugin and its configuration, the
-// message model and the delivery mode.
-type Binding struct {
-	Strategy string            `json:"strategy"`
-	Config   map[string]string `json:"config"`
-	Model    Model             `json:"model"`
-	Delivery Delivery          `json:"delivery"`
-	// Orderly is reserved for ordered consumption (queue and message-group locks).
-	Orderly bool `json:"orderly"`
-}
-
-// Group is a consumer group and its binding. Its JSON flattens the binding:
-// {"name":"g","strategy":"averagely","config":{},"model":"clustering","delivery":"queue","orderly":false}.
-type Group struct {
-	Name string `json:"name"`
-	Binding
-}
 
 // Generation is the last published assignment of one (group, topic).
 type Generation struct {

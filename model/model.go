@@ -1,0 +1,146 @@
+// Package model holds the daemon's records as the API and the store carry them: topics and
+// their brokers, groups and their bindings. It is shared by the daemon and the Go client, so
+// the two cannot drift apart, and it depends on nothing heavier than the autoscale policy.
+package model
+
+import (
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/autoscale"
+)
+
+// Broker is one broker's share of a topic, as in RocketMQ's QueueData: queue ids
+// 0..ReadQueues-1 are readable by consumers, 0..WriteQueues-1 writable by producers.
+type Broker struct {
+	Name        string `json:"name"`
+	ReadQueues  int    `json:"readQueues"`
+	WriteQueues int    `json:"writeQueues"`
+}
+
+// Topic is a named topic and its brokers.
+type Topic struct {
+	Name    string   `json:"name"`
+	Brokers []Broker `json:"brokers"`
+	// Autoscale is the topic's auto-scaling policy; nil when the operator keeps the counts.
+	Autoscale *autoscale.Policy `json:"autoscale,omitempty"`
+}
+
+// Model is a group's message model.
+type Model string
+
+// The message models, as in RocketMQ.
+const (
+	// Clustering: each queue is consumed by one member, chosen by the group's strategy.
+	Clustering Model = "clustering"
+	// Broadcasting: every member consumes every queue.
+	Broadcasting Model = "broadcasting"
+)
+
+// Delivery is how a group's members share messages.
+type Delivery string
+
+// The delivery modes.
+const (
+	// QueueDelivery: a member reads the queues it is assigned.
+	QueueDelivery Delivery = "queue"
+	// MessageDelivery: every member may read every queue; ordering comes from message-group
+	// locks.
+	MessageDelivery Delivery = "message"
+)
+
+// Binding is how a group's queues are shared: the strategy plugin and its configuration, the
+// message model and the delivery mode.
+type Binding struct {
+	Strategy string            `json:"strategy"`
+	Config   map[string]string `json:"config"`
+	Model    Model             `json:"model"`
+	Delivery Delivery          `json:"delivery"`
+	// Orderly turns on ordered consumption: queue locks for queue delivery, message-group
+	// locks for message delivery.
+	Orderly bool `json:"orderly"`
+}
+
+// Group is a consumer group and its binding. Its JSON flattens the binding:
+// {"name":"g","strategy":"averagely","config":{},"model":"clustering","delivery":"queue","orderly":false}.
+type Group struct {
+	Name string `json:"name"`
+	Binding
+}
+
+// GroupStatus is a group as operators see it (GET /v1/groups/{group}): its binding, its live members, and per topic the
+// generation in force with the whole assignment.
+type GroupStatus struct {
+	Group
+	Members []MemberStatus         `json:"members"`
+	Topics  map[string]TopicStatus `json:"topics"`
+}
+
+// MemberStatus is one live member.
+type MemberStatus struct {
+	CID           string            `json:"cid"`
+	InstanceID    string            `json:"instanceId,omitempty"`
+	Topics        []string          `json:"topics"`
+	Labels        map[string]string `json:"labels"`
+	LastHeartbeat time.Time         `json:"lastHeartbeat"`
+	// Generations are what the member reported having applied.
+	Generations map[string]int64 `json:"generations"`
+}
+
+// TopicStatus is one (group, topic).
+type TopicStatus struct {
+	// Generation is the number in force, 0 before the first.
+	Generation int64 `json:"generation"`
+	// Assignment maps each member's client id to its queues.
+	Assignment    map[string][]abi.Queue `json:"assignment"`
+	Plugin        string                 `json:"plugin,omitempty"`
+	PluginVersion string                 `json:"pluginVersion,omitempty"`
+	PublishedAt   *time.Time             `json:"publishedAt,omitempty"`
+	// Pending: an input changed and a new generation is being worked out.
+	Pending bool `json:"pending"`
+	// Held: after a restart, the generation waits for its members to come back.
+	Held bool `json:"held,omitempty"`
+	// Error is the last failure to compute a new generation, while it lasts.
+	Error    string     `json:"error,omitempty"`
+	ErrorAt  *time.Time `json:"errorAt,omitempty"`
+	Failures int        `json:"failures,omitempty"`
+}
+
+// GroupSummary is a group in a list.
+type GroupSummary struct {
+	Group
+	Members int `json:"members"`
+}
+
+// Preview is a dry run of another binding on the live members: per topic, the assignment it
+// would give next to the one in force, and what would move.
+type Preview struct {
+	Binding Binding                 `json:"binding"`
+	Topics  map[string]TopicPreview `json:"topics"`
+}
+
+// TopicPreview compares one topic's assignment in force with the proposed one, by client id.
+type TopicPreview struct {
+	Generation int64                  `json:"generation"`
+	Current    map[string][]abi.Queue `json:"current"`
+	Proposed   map[string][]abi.Queue `json:"proposed"`
+	// Moves are the queues whose owner would change ("" for nobody), in queue order.
+	Moves []Move `json:"moves"`
+	// Counts are the queues each member holds now and would hold.
+	Counts map[string]Count `json:"counts"`
+	// Error is the plugin's failure; Proposed, Moves and Counts are then empty.
+	Error string `json:"error,omitempty"`
+}
+
+// Move is one queue changing owner.
+type Move struct {
+	Queue abi.Queue `json:"queue"`
+	From  string    `json:"from"`
+	To    string    `json:"to"`
+}
+
+// Count is a member's queue count before and after.
+type Count struct {
+	Current  int `json:"current"`
+	Proposed int `json:"proposed"`
+}
