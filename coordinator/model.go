@@ -9,25 +9,25 @@ import (
 	"unicode/utf8"
 
 	"github.com/allocd/allocd/abi"
-	"github.com/allocd/allocd/store"
+	"github.com/allocd/allocd/model"
 )
 
-// The model's records are the store's: one definition of what a topic and a group are.
+// The records are package model's, one definition for the store, the API and the Go client.
 type (
-	Topic    = store.Topic
-	Broker   = store.Broker
-	Group    = store.Group
-	Binding  = store.Binding
-	Model    = store.Model
-	Delivery = store.Delivery
+	Topic    = model.Topic
+	Broker   = model.Broker
+	Group    = model.Group
+	Binding  = model.Binding
+	Model    = model.Model
+	Delivery = model.Delivery
 )
 
 // The message models and delivery modes.
 const (
-	Clustering      = store.Clustering
-	Broadcasting    = store.Broadcasting
-	QueueDelivery   = store.QueueDelivery
-	MessageDelivery = store.MessageDelivery
+	Clustering      = model.Clustering
+	Broadcasting    = model.Broadcasting
+	QueueDelivery   = model.QueueDelivery
+	MessageDelivery = model.MessageDelivery
 )
 
 // Limits on what a request may declare. They bound the memory and the plugin input one client
