@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -81,13 +82,13 @@ var hostFuncs = []hostFunc{
 		s[0] = uint64(in.arenaRange(s[0], 1, "load_u8")[0])
 	}},
 	{ExtismModule, "load_u64", []api.ValueType{i64}, []api.ValueType{i64}, func(in *instance, _ api.Module, s []uint64) {
-		s[0] = le64(in.arenaRange(s[0], 8, "load_u64"))
+		s[0] = binary.LittleEndian.Uint64(in.arenaRange(s[0], 8, "load_u64"))
 	}},
 	{ExtismModule, "store_u8", []api.ValueType{i64, i32}, nil, func(in *instance, _ api.Module, s []uint64) {
 		in.arenaRange(s[0], 1, "store_u8")[0] = byte(s[1])
 	}},
 	{ExtismModule, "store_u64", []api.ValueType{i64, i64}, nil, func(in *instance, _ api.Module, s []uint64) {
-		put64(in.arenaRange(s[0], 8, "store_u64"), s[1])
+		binary.LittleEndian.PutUint64(in.arenaRange(s[0], 8, "store_u64"), s[1])
 	}},
 	{ExtismModule, "input_length", nil, []api.ValueType{i64}, func(in *instance, _ api.Module, s []uint64) {
 		s[0] = uint64(len(in.input))
@@ -96,7 +97,7 @@ var hostFuncs = []hostFunc{
 		s[0] = uint64(in.inputRange(s[0], 1)[0])
 	}},
 	{ExtismModule, "input_load_u64", []api.ValueType{i64}, []api.ValueType{i64}, func(in *instance, _ api.Module, s []uint64) {
-		s[0] = le64(in.inputRange(s[0], 8))
+		s[0] = binary.LittleEndian.Uint64(in.inputRange(s[0], 8))
 	}},
 	{ExtismModule, "output_set", []api.ValueType{i64, i64}, nil, func(in *instance, _ api.Module, s []uint64) {
 		if s[1] > uint64(in.p.rt.cfg.MaxOutput) {
@@ -206,16 +207,4 @@ func zerologLevel(l int32) zerolog.Level {
 		return zerolog.WarnLevel
 	}
 	return zerolog.ErrorLevel
-}
-
-func le64(b []byte) uint64 {
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-}
-
-func put64(b []byte, v uint64) {
-	_ = b[7]
-	for i := range 8 {
-		b[i] = byte(v >> (8 * i))
-	}
 }

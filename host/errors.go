@@ -2,6 +2,7 @@ package host
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -40,7 +41,7 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("plugin ")
-	b.WriteString(quote(e.Plugin))
+	b.WriteString(strconv.Quote(e.Plugin))
 	b.WriteString(": ")
 	b.WriteString(string(e.Kind))
 	if e.Err != nil {
@@ -61,5 +62,3 @@ func IsKind(err error, k Kind) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == k
 }
-
-func quote(s string) string { return "\"" + s + "\"" }
