@@ -10,7 +10,7 @@ import (
 // before it calls a strategy. Duplicates are kept, as RocketMQ keeps them. Input that is already
 // sorted, the common case, costs one comparison per element.
 func Canonicalize(r *Request) {
-	if !slices.IsSortedFunc(r.Queues, CompareQueues) {
+	if !queuesSorted(r.Queues) {
 		perm := permutation(len(r.Queues), func(a, b int) int { return CompareQueues(r.Queues[a], r.Queues[b]) })
 		r.Queues = permute(r.Queues, perm)
 		if r.QueueAttrs != nil {
@@ -27,6 +27,24 @@ func Canonicalize(r *Request) {
 			r.ConsumerAttrs = permute(r.ConsumerAttrs, perm)
 		}
 	}
+}
+
+// queuesSorted is slices.IsSortedFunc(qs, CompareQueues) without copying two Queue values per
+// step: on the host's hot path, for every call.
+func queuesSorted(qs []Queue) bool {
+	for i := 1; i < len(qs); i++ {
+		a, b := &qs[i-1], &qs[i]
+		if sameString(a.Topic, b.Topic) && sameString(a.BrokerName, b.BrokerName) {
+			if a.QueueID > b.QueueID {
+				return false
+			}
+			continue
+		}
+		if CompareQueues(*a, *b) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func permutation(n int, cmp func(a, b int) int) []int {

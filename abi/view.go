@@ -2,6 +2,7 @@ package abi
 
 import (
 	"bytes"
+	"slices"
 	"unsafe"
 )
 
@@ -29,6 +30,7 @@ type View struct {
 	hasQAttr  bool
 	hasCAttr  bool
 	first     []int32 // string id -> first consumer index, built on demand
+	hasFirst  bool
 }
 
 // ParseRequest checks that b is a well-formed request of major version 1 and returns a view of
@@ -36,10 +38,14 @@ type View struct {
 // bytes present, so a hostile message yields an error, never a panic or a huge allocation.
 func ParseRequest(b []byte) (*View, error) {
 	v := &View{}
-	return v, v.parse(b)
+	return v, v.Parse(b)
 }
 
-func (v *View) parse(b []byte) error {
+// Parse is ParseRequest into an existing View, reusing its storage: a plugin that serves many
+// calls parses each request into one View and allocates nothing for it. Whatever v viewed before
+// is forgotten, also when Parse fails.
+func (v *View) Parse(b []byte) error {
+	*v = View{first: v.first[:0]}
 	if len(b) < headerSize {
 		return errorf("request of %d bytes is shorter than its %d-byte header", len(b), headerSize)
 	}
@@ -167,6 +173,18 @@ func (v *View) parse(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// DetachStrings moves the string table out of the request bytes, so that every string the view
+// returns stays valid and unchanged when those bytes are reused. store must return a copy of
+// table in storage that is never written again. The SDK reads each request into one buffer kept
+// between calls and detaches its strings into append-only chunks: the string table is usually a
+// small part of a request (queue records are integers), and a strategy may keep any string it
+// was given.
+func (v *View) DetachStrings(store func(table []byte) []byte) {
+	if len(v.blob) > 0 {
+		v.blob = store(v.blob)
+	}
 }
 
 func (v *View) parseStrings(s []byte) error {
@@ -324,11 +342,12 @@ func (v *View) Target(i int) string {
 // the target is not a member (RocketMQ's indexOf). It relies on the encoder's rule that each
 // distinct string is stored once, so ids compare as integers.
 func (v *View) TargetIndex(i int) int {
-	if v.first == nil {
-		v.first = make([]int32, v.nstr)
+	if !v.hasFirst {
+		v.first = slices.Grow(v.first[:0], v.nstr)[:v.nstr]
 		for j := range v.first {
 			v.first[j] = -1
 		}
+		v.hasFirst = true
 		for j := v.NumConsumers() - 1; j >= 0; j-- {
 			v.first[le.Uint32(v.consumers[4*j:])] = int32(j)
 		}

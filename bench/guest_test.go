@@ -14,8 +14,9 @@ import (
 func wholeGroupRequest() *abi.Request {
 	r := &abi.Request{Group: "GID_allocd_bench"}
 	for b := range 4 {
+		broker := fmt.Sprintf("broker-%d", b) // shared by its queues, as the daemon does
 		for q := range 256 {
-			r.Queues = append(r.Queues, abi.Queue{Topic: "TopicTest", BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(q)})
+			r.Queues = append(r.Queues, abi.Queue{Topic: "TopicTest", BrokerName: broker, QueueID: int32(q)})
 		}
 	}
 	for i := range 64 {

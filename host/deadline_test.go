@@ -2,6 +2,8 @@ package host_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +90,26 @@ func TestRandomRestartsPerCall(t *testing.T) {
 	}
 	if s := p.Stats(); s.Created != 0 || s.Discarded != 0 {
 		t.Fatalf("stats = %+v: one instance should have served every call", s)
+	}
+}
+
+// TestVirtualClock: a guest's clocks are virtual. The wall clock reads 2022, whatever the date,
+// and a one-hour sleep returns at once (well inside the call's deadline) having moved the
+// monotonic clock forward by the hour.
+func TestVirtualClock(t *testing.T) {
+	rt := newRuntime(t, host.Config{Timeout: 5 * time.Second})
+	p := load(t, rt, "clock")
+	var got string
+	if err := p.CallExport(context.Background(), "allocate", nil, func(out []byte) error { got = string(out); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	year, elapsed, ok := strings.Cut(got, " ")
+	ns, err := strconv.ParseInt(elapsed, 10, 64)
+	if !ok || err != nil || year != "2022" {
+		t.Fatalf("guest saw %q, want the year 2022 and the nanoseconds a sleep took", got)
+	}
+	// The sleep, plus the clock's step for each reading the Go runtime makes around it.
+	if d := time.Duration(ns); d < time.Hour || d > time.Hour+time.Second {
+		t.Fatalf("a one-hour sleep took %v of guest time, want an hour and a little", d)
 	}
 }

@@ -73,8 +73,11 @@ func load(t testing.TB, rt *host.Runtime, name string) *host.Plugin {
 func queues(topic string, brokers, perBroker int) []abi.Queue {
 	var qs []abi.Queue
 	for b := range brokers {
+		// One string per broker, shared by its queues, as the daemon builds mqAll from a
+		// topic's broker records.
+		broker := fmt.Sprintf("broker-%d", b)
 		for q := range perBroker {
-			qs = append(qs, abi.Queue{Topic: topic, BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(q)})
+			qs = append(qs, abi.Queue{Topic: topic, BrokerName: broker, QueueID: int32(q)})
 		}
 	}
 	return qs

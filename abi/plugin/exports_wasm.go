@@ -23,9 +23,13 @@ func errorWrite(ptr unsafe.Pointer, n uint32)
 //go:wasmimport allocd:host/v1 log_write
 func logWrite(level uint32, ptr unsafe.Pointer, n uint32)
 
+// One call at a time runs in an instance, so a call's buffers are kept for the next: the Go
+// runtime in a wasm guest collects garbage only while an export runs, and a guest that allocates
+// its input afresh on every call grows its heap until the host retires the instance.
 var (
-	out      abi.ResponseWriter
-	sizeHint = 4096
+	in      = make([]byte, 4096)
+	state   call
+	strings stringChunks
 )
 
 //go:wasmexport allocd_abi_version
@@ -40,21 +44,24 @@ func describe() int32 {
 
 //go:wasmexport allocate
 func allocateExport() int32 {
-	// A fresh buffer per call: the strings a strategy sees alias it, so it must never be reused
-	// while a strategy might still hold one.
-	buf := make([]byte, sizeHint)
-	n := inputRead(unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
-	if int(n) > len(buf) {
-		buf = make([]byte, n)
-		inputRead(unsafe.Pointer(unsafe.SliceData(buf)), n)
-		sizeHint = int(n)
+	n := inputRead(unsafe.Pointer(unsafe.SliceData(in)), uint32(len(in)))
+	if int(n) > len(in) {
+		in = make([]byte, n)
+		inputRead(unsafe.Pointer(unsafe.SliceData(in)), n)
 	}
-	if err := allocate(buf[:n], &out); err != nil {
+	// The input buffer is reused by the next call, so the strings a strategy is given must not
+	// alias it: they live in a copy of the request's string table (ABI.md, "Go SDK").
+	err := state.v.Parse(in[:n])
+	if err == nil {
+		state.v.DetachStrings(strings.store)
+		err = state.run()
+	}
+	if err != nil {
 		msg := err.Error()
 		errorWrite(unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 		return 1
 	}
-	b := out.Bytes()
+	b := state.w.Bytes()
 	outputWrite(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
 	return 0
 }

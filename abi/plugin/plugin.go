@@ -105,39 +105,72 @@ func RegisterPrepared(i Info, p Prepare) {
 
 // Allocate runs the registered strategy over an encoded request and returns the encoded answer,
 // with no host calls: the exports use it, and so can a plugin's native tests and benchmarks.
+// Strings the strategy is given alias input.
 func Allocate(input []byte) ([]byte, error) {
-	var w abi.ResponseWriter
-	if err := allocate(input, &w); err != nil {
+	var c call
+	if err := c.v.Parse(input); err != nil {
 		return nil, err
 	}
-	return w.Bytes(), nil
+	if err := c.run(); err != nil {
+		return nil, err
+	}
+	return c.w.Bytes(), nil
 }
 
-func allocate(input []byte, w *abi.ResponseWriter) error {
+// call is the state of one allocate call. The wasm export keeps one for the life of the
+// instance, which serves one call at a time, so that a call allocates nothing the next one
+// cannot reuse.
+type call struct {
+	v   abi.View
+	w   abi.ResponseWriter
+	a   Args
+	dst []int
+}
+
+// run runs the strategy for every target of the parsed request c.v and writes the answer with c.w.
+func (c *call) run() error {
 	if prepare == nil {
 		return errNotRegistered
 	}
-	v, err := abi.ParseRequest(input)
-	if err != nil {
-		return err
-	}
+	v := &c.v
 	f, err := prepare(v)
 	if err != nil {
 		return err
 	}
-	a := Args{Group: v.Group(), MQAll: Queues{v}, CIDAll: Consumers{v}, Request: v}
-	w.Reset(w.Bytes()[:0])
-	var dst []int
+	c.a = Args{Group: v.Group(), MQAll: Queues{v}, CIDAll: Consumers{v}, Request: v}
+	c.w.Reset(c.w.Bytes()[:0])
 	for t := 0; t < v.NumTargets(); t++ {
-		a.CID, a.Self = v.Target(t), v.TargetIndex(t)
-		dst, err = f(&a, dst[:0])
+		c.a.CID, c.a.Self = v.Target(t), v.TargetIndex(t)
+		res, err := f(&c.a, c.dst[:0])
 		if err != nil {
-			w.Error(err.Error())
+			c.w.Error(err.Error())
 			continue
 		}
-		w.Indices(dst)
+		c.w.Indices(res)
+		// The strategy appended to dst, or returned storage of its own, which must not be
+		// handed back to it as dst: keep the SDK's buffer, grown to the largest result.
+		if cap(c.dst) < len(res) {
+			c.dst = make([]int, 0, len(res))
+		}
 	}
 	return nil
+}
+
+// stringChunks keeps copies of requests' string tables in append-only chunks: a string handed to
+// a strategy is never overwritten, and a call allocates only when a chunk fills up. In a Go wasm
+// guest every allocation is dear (the collector runs only inside calls), and a copy per call
+// cost more than the parsing it serves (BENCHMARKS.md).
+type stringChunks struct{ chunk []byte }
+
+const stringChunkSize = 64 << 10
+
+func (s *stringChunks) store(table []byte) []byte {
+	if cap(s.chunk)-len(s.chunk) < len(table) {
+		s.chunk = make([]byte, 0, max(stringChunkSize, len(table)))
+	}
+	n := len(s.chunk)
+	s.chunk = append(s.chunk, table...)
+	return s.chunk[n:len(s.chunk):len(s.chunk)]
 }
 
 type sdkError string
