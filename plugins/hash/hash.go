@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 
@@ -62,8 +63,13 @@ func Hash(key []byte) uint32 {
 // A Ring reuses one scratch buffer for its keys, so Owner and Assign are not safe for concurrent
 // use; build one Ring per goroutine (or guard it).
 type Ring struct {
-	hashes  []uint32 // ascending, distinct
-	nodes   []int32  // nodes[i] owns hashes[i]: the first consumer index carrying that id
+	hashes []uint32 // ascending, distinct
+	nodes  []int32  // nodes[i] owns hashes[i]: the first consumer index carrying that id
+	// buckets index the ring by the top bits of a hash: the entries of bucket b, hashes in
+	// [b<<shift, (b+1)<<shift), are hashes[buckets[b]:buckets[b+1]]. A lookup searches one
+	// bucket, usually of zero to two entries, instead of the whole ring.
+	buckets []int32
+	shift   uint
 	scratch []byte
 }
 
@@ -101,6 +107,7 @@ func NewRing(c int, consumer func(int) string, vnodes int) (*Ring, error) {
 	} else {
 		r.buildRepeated(ids, vnodes)
 	}
+	r.index()
 	return r, nil
 }
 
@@ -131,12 +138,17 @@ func distinct(ids []string) bool {
 // survives.
 func (r *Ring) buildDistinct(ids []string, vnodes int) {
 	keys := make([]uint64, 0, len(ids)*vnodes)
+	b := r.scratch[:0]
 	for i, id := range ids {
+		b = append(append(b[:0], id...), '-') // a consumer's keys share "id-"
+		prefix := len(b)
 		for k := 0; k < vnodes; k++ {
-			keys = append(keys, uint64(r.vnodeHash(id, k))<<32|uint64(i))
+			b = strconv.AppendInt(b[:prefix], int64(k), 10)
+			keys = append(keys, uint64(Hash(b))<<32|uint64(i))
 		}
 	}
-	slices.Sort(keys)
+	r.scratch = b
+	keys = sortKeys(keys)
 	r.hashes = make([]uint32, 0, len(keys))
 	r.nodes = make([]int32, 0, len(keys))
 	for j, key := range keys {
@@ -146,6 +158,42 @@ func (r *Ring) buildDistinct(ids []string, vnodes int) {
 		r.hashes = append(r.hashes, uint32(key>>32))
 		r.nodes = append(r.nodes, int32(uint32(key)))
 	}
+}
+
+// sortKeys sorts ring keys (hash<<32 | consumer index, appended in index order) ascending. A
+// large ring is radix-sorted on the hash alone: the sort is stable and keys arrive in index
+// order, so equal hashes stay ordered by index, as a full comparison sort would leave them, and
+// four counting passes beat a comparison sort by far in a wasm guest (BENCHMARKS.md).
+func sortKeys(keys []uint64) []uint64 {
+	if len(keys) < 256 {
+		slices.Sort(keys)
+		return keys
+	}
+	var counts [4][256]uint32
+	for _, k := range keys {
+		h := uint32(k >> 32)
+		counts[0][h&0xff]++
+		counts[1][h>>8&0xff]++
+		counts[2][h>>16&0xff]++
+		counts[3][h>>24]++
+	}
+	src, dst := keys, make([]uint64, len(keys))
+	for pass := range counts {
+		c := &counts[pass]
+		var sum uint32
+		for b, n := range c {
+			c[b] = sum
+			sum += n
+		}
+		shift := 32 + 8*pass
+		for _, k := range src {
+			b := k >> shift & 0xff
+			dst[c[b]] = k
+			c[b]++
+		}
+		src, dst = dst, src
+	}
+	return src
 }
 
 // buildRepeated simulates Java's TreeMap puts one by one, counting for each id the ring entries it
@@ -204,19 +252,65 @@ func (r *Ring) Owner(topic, brokerName string, queueID int32) int {
 	if len(r.hashes) == 0 {
 		return -1
 	}
-	b := append(r.scratch[:0], "MessageQueue [topic="...)
+	b := appendQueueKey(appendQueuePrefix(r.scratch[:0], topic, brokerName), queueID)
+	r.scratch = b
+	return r.lookup(Hash(b))
+}
+
+// appendQueuePrefix appends the part of MessageQueue.toString() before the queue id.
+func appendQueuePrefix(b []byte, topic, brokerName string) []byte {
+	b = append(b, "MessageQueue [topic="...)
 	b = append(b, topic...)
 	b = append(b, ", brokerName="...)
 	b = append(b, brokerName...)
-	b = append(b, ", queueId="...)
+	return append(b, ", queueId="...)
+}
+
+// appendQueueKey completes a key begun by appendQueuePrefix.
+func appendQueueKey(b []byte, queueID int32) []byte {
 	b = strconv.AppendInt(b, int64(queueID), 10)
-	b = append(b, ']')
-	r.scratch = b
-	i, _ := slices.BinarySearch(r.hashes, Hash(b)) // first entry >= the queue's hash
+	return append(b, ']')
+}
+
+// lookup returns the node of the first ring entry at or after h, wrapping to the first entry.
+// The ring must not be empty.
+func (r *Ring) lookup(h uint32) int {
+	b := h >> r.shift
+	i, j := int(r.buckets[b]), int(r.buckets[b+1])
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if r.hashes[m] < h {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
 	if i == len(r.hashes) {
 		i = 0
 	}
 	return int(r.nodes[i])
+}
+
+// maxBucketBits bounds the bucket index at 2^16 entries (256 KiB); larger rings search a few
+// entries per bucket.
+const maxBucketBits = 16
+
+// index builds buckets: about one per ring entry, a power of two.
+func (r *Ring) index() {
+	if len(r.hashes) == 0 {
+		return
+	}
+	nbits := min(bits.Len(uint(len(r.hashes))), maxBucketBits)
+	r.shift = uint(32 - nbits)
+	r.buckets = make([]int32, 1<<nbits+1)
+	j := 0
+	for b := range 1 << nbits {
+		for j < len(r.hashes) && r.hashes[j]>>r.shift < uint32(b) {
+			j++
+		}
+		r.buckets[b] = int32(j)
+	}
+	r.buckets[1<<nbits] = int32(len(r.hashes))
 }
 
 // Assign computes, for every queue i in 0..n-1 (queue(i) gives topic, brokerName, queueId), the
@@ -226,9 +320,29 @@ func (r *Ring) Owner(topic, brokerName string, queueID int32) int {
 // index in cidAll (see Queues), so one Assign serves the whole group.
 func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int32)) {
 	owners = owners[:n]
-	for i := range owners {
-		owners[i] = r.Owner(queue(i))
+	if len(r.hashes) == 0 {
+		for i := range owners {
+			owners[i] = -1
+		}
+		return
 	}
+	// Queues come sorted, so a broker's queues follow each other and their keys differ only from
+	// the queue id on: the prefix is written once per broker (in a wasm guest the appends cost
+	// more than the lookups).
+	b := r.scratch[:0]
+	prefix := -1
+	var topic, broker string
+	for i := range owners {
+		t, br, id := queue(i)
+		if prefix < 0 || t != topic || br != broker {
+			topic, broker = t, br
+			b = appendQueuePrefix(b[:0], t, br)
+			prefix = len(b)
+		}
+		b = appendQueueKey(b[:prefix], id)
+		owners[i] = r.lookup(Hash(b))
+	}
+	r.scratch = b
 }
 
 // Queues appends to dst, in mqAll order, the indices i with owners[i] == self: Java's result for

@@ -631,3 +631,24 @@ func BenchmarkAssign(b *testing.B) {
 		r.Assign(owners, len(owners), queue)
 	}
 }
+
+// TestSortKeys: the radix sort of large rings orders keys exactly as a comparison sort does,
+// equal hashes by consumer index included.
+func TestSortKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 255, 256, 257, 1000, 5000} {
+		keys := make([]uint64, n)
+		for i := range keys {
+			h := rng.Uint32()
+			if i > 0 && rng.IntN(4) == 0 {
+				h = uint32(keys[rng.IntN(i)] >> 32) // a collision with an earlier key
+			}
+			keys[i] = uint64(h)<<32 | uint64(i)
+		}
+		want := slices.Clone(keys)
+		slices.Sort(want)
+		if got := sortKeys(keys); !slices.Equal(got, want) {
+			t.Fatalf("n=%d: radix order differs from a comparison sort", n)
+		}
+	}
+}
