@@ -1,6 +1,8 @@
 package abi_test
 
 import (
+	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/allocd/allocd/abi"
@@ -174,5 +176,55 @@ func TestDecodeRequestCopies(t *testing.T) {
 	clear(b)
 	if r.Group != "g" || r.Consumers[0] != "c1" {
 		t.Errorf("decoded request changed with its input: %+v", r)
+	}
+}
+
+// queueRecord returns the bytes of queue record i of an encoded request, found through the
+// directory.
+func queueRecord(t *testing.T, b []byte, i int) []byte {
+	t.Helper()
+	n := int(binary.LittleEndian.Uint32(b[12:]))
+	for e := 0; e < n; e++ {
+		d := b[16+12*e:]
+		if binary.LittleEndian.Uint32(d) == abi.SectionQueues {
+			off := int(binary.LittleEndian.Uint32(d[4:]))
+			return b[off+4+12*i : off+4+12*i+12]
+		}
+	}
+	t.Fatal("no queues section")
+	return nil
+}
+
+// TestViewBadQueueRecord: a queue record naming a string the request lacks is caught when it is
+// read: the names read as empty, Err names the record, and DecodeRequest refuses the request.
+func TestViewBadQueueRecord(t *testing.T) {
+	b, err := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues("T", "b", 3), Consumers: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(queueRecord(t, b, 1)[4:], 99) // broker name: string 99 of 4
+	v, err := abi.ParseRequest(b)
+	if err != nil {
+		t.Fatalf("ParseRequest checks queue records as they are read, not up front: %v", err)
+	}
+	if v.NumQueues() != 3 || v.Err() != nil {
+		t.Fatalf("NumQueues %d, Err %v before any queue was read", v.NumQueues(), v.Err())
+	}
+	if q := v.Queue(0); q.Topic != "T" || v.Err() != nil {
+		t.Fatalf("a good record: %+v, Err %v", q, v.Err())
+	}
+	if q := v.Queue(1); q != (abi.Queue{QueueID: 1}) {
+		t.Errorf("a bad record reads as %+v, want empty names", q)
+	}
+	if err := v.Err(); err == nil || !strings.Contains(err.Error(), "queue 1 names topic string 1 and broker string 99 of a 4-string table") {
+		t.Errorf("Err = %v", err)
+	}
+	if _, err := abi.DecodeRequest(b); err == nil || !strings.Contains(err.Error(), "queue 1") {
+		t.Errorf("DecodeRequest = %v, want the bad record named", err)
+	}
+	// Parsing again forgets the error.
+	good, _ := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues("T", "b", 3), Consumers: []string{"c1"}})
+	if err := v.Parse(good); err != nil || v.Err() != nil || v.Queue(1).BrokerName != "b" {
+		t.Errorf("after Parse of a good request: %v, Err %v", err, v.Err())
 	}
 }

@@ -134,6 +134,9 @@ func (c *call) run() error {
 	}
 	v := &c.v
 	f, err := prepare(v)
+	if err == nil {
+		err = v.Err()
+	}
 	if err != nil {
 		return err
 	}
@@ -153,7 +156,9 @@ func (c *call) run() error {
 			c.dst = make([]int, 0, len(res))
 		}
 	}
-	return nil
+	// A queue record the strategy read named a string the request lacks: what it computed
+	// from the empty names it was given must not be passed on.
+	return v.Err()
 }
 
 // stringChunks keeps copies of requests' string tables in append-only chunks: a string handed to

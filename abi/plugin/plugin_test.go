@@ -1,6 +1,8 @@
 package plugin_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -141,6 +143,22 @@ func TestAllocateWholeCallFailure(t *testing.T) {
 	}
 	if _, err := plugin.Allocate([]byte("not a request")); err == nil || !strings.HasPrefix(err.Error(), "abi: ") {
 		t.Errorf("a malformed request: %v", err)
+	}
+	// A queue record naming a string the request lacks passes parsing (queue records are
+	// checked as they are read), but a strategy that reads it fails the whole call: what it
+	// computed from the empty names it was given is never answered.
+	in, err := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues(3), Consumers: []string{"c1", "c2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := abi.ParseRequest(in)
+	topic := uint32(bytes.Index(in, []byte{1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0})) // queue 2: strings 1 and 2, id 2
+	if v.Queue(2) != (abi.Queue{Topic: "T", BrokerName: "b", QueueID: 2}) || topic == ^uint32(0) {
+		t.Fatalf("queue 2's record not found in %x", in)
+	}
+	binary.LittleEndian.PutUint32(in[topic:], 77)
+	if out, err := plugin.Allocate(in); err == nil || !strings.Contains(err.Error(), "queue 2 names topic string 77") {
+		t.Errorf("a bad queue record: output %x, error %v", out, err)
 	}
 }
 
