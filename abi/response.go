@@ -123,6 +123,9 @@ func DecodeResponse(b []byte, r *Response) error {
 	if count > uint64(len(b)-headerSize)/8 {
 		return errorf("response declares %d results, more than its %d bytes can hold", count, len(b))
 	}
+	if uint64(cap(r.Results)) < count {
+		r.Results = make([]Result, 0, count) // count fits: each result takes at least 8 bytes
+	}
 	r.Results = r.Results[:0]
 	p := b[headerSize:]
 	// All results' indices share one array, sized for the most the message can hold: one
