@@ -38,6 +38,7 @@ type instance struct {
 	random  *random
 	clock   clock
 	calls   int
+	memory  int64 // linear memory bytes, as counted in the plugin's stats
 
 	// Per-call state, reset by begin.
 	input  []byte
@@ -97,12 +98,24 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 	in.version = mod.ExportedFunction("allocd_abi_version")
 	in.describe = mod.ExportedFunction("allocd_describe")
 	p.stats.instances.Add(1)
+	in.measureMemory()
 	return in, nil
 }
 
 func (in *instance) close(ctx context.Context) {
 	in.mod.Close(ctx)
 	in.p.stats.instances.Add(-1)
+	in.p.stats.memory.Add(-in.memory)
+}
+
+// measureMemory brings the plugin's memory count up to date with this instance's linear memory.
+func (in *instance) measureMemory() {
+	var size int64
+	if m := in.mod.Memory(); m != nil {
+		size = int64(m.Size())
+	}
+	in.p.stats.memory.Add(size - in.memory)
+	in.memory = size
 }
 
 // begin resets the per-call state.

@@ -42,6 +42,7 @@ type Plugin struct {
 type stats struct {
 	calls, failures, traps, timeouts, invalid atomic.Int64
 	instances, created, discarded             atomic.Int64
+	memory                                    atomic.Int64
 }
 
 // Stats are a plugin's counters since it was loaded.
@@ -54,6 +55,10 @@ type Stats struct {
 	Instances int64 `json:"instances"`
 	Created   int64 `json:"created"`
 	Discarded int64 `json:"discarded"`
+	// MemoryBytes is the linear memory of the plugin's live instances, as of the end of their
+	// last calls: a guest whose heap keeps growing shows here before the memory limit retires
+	// its instances.
+	MemoryBytes int64 `json:"memoryBytes"`
 }
 
 func newPlugin(rt *Runtime, name, hash string, compiled wazero.CompiledModule) *Plugin {
@@ -85,6 +90,7 @@ func (p *Plugin) Stats() Stats {
 	return Stats{
 		Calls: s.calls.Load(), Failures: s.failures.Load(), Traps: s.traps.Load(), Timeouts: s.timeouts.Load(),
 		Invalid: s.invalid.Load(), Instances: s.instances.Load(), Created: s.created.Load(), Discarded: s.discarded.Load(),
+		MemoryBytes: s.memory.Load(),
 	}
 }
 
@@ -226,7 +232,8 @@ func (p *Plugin) release(ctx context.Context, in *instance, err error) {
 	defer func() { <-p.pool.slots }()
 	// A call that ended as its deadline fired may have left the interrupt set: discard.
 	broken := in.tainted || err != nil && !IsKind(err, KindFailed) && !IsKind(err, KindInvalid)
-	grown := in.mod.Memory() != nil && in.mod.Memory().Size() > p.rt.cfg.MemoryLimitPages*65536/4*3
+	in.measureMemory()
+	grown := in.memory > int64(p.rt.cfg.MemoryLimitPages)*65536/4*3
 	if broken || grown || in.calls >= p.rt.cfg.RecycleAfter {
 		in.close(context.WithoutCancel(ctx))
 		p.stats.discarded.Add(1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,6 +290,18 @@ func TestServeAssignsAndRebinds(t *testing.T) {
 	_, metrics := d.raw("GET", "/metrics", "")
 	for _, want := range []string{`allocd_group_members{group="g"} 3`, `allocd_allocate_calls_total{plugin="circle"}`, `allocd_plugin_reloads_total{plugin="averagely",result="ok"} 1`} {
 		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The serving plugins' own counters: hash has answered calls, from a live instance with
+	// some linear memory, and never trapped.
+	for _, want := range []string{
+		`(?m)^allocd_plugin_calls_total\{plugin="hash"\} [1-9]`,
+		`(?m)^allocd_plugin_instances\{plugin="hash"\} [1-9]`,
+		`(?m)^allocd_plugin_memory_bytes\{plugin="hash"\} [1-9]`,
+		`(?m)^allocd_plugin_traps_total\{plugin="hash"\} 0$`,
+	} {
+		if !regexp.MustCompile(want).Match(metrics) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}

@@ -184,6 +184,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	// Run closes the registry when it returns; this covers the early returns before it runs.
 	defer reg.Close()
+	if err := metrics.Register(pluginCollector{reg}); err != nil {
+		return err
+	}
 
 	c, err := coordinator.New(coordinator.Options{
 		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
@@ -359,6 +362,52 @@ func newReloadMetrics(reg prometheus.Registerer) (*reloadMetrics, error) {
 func (m *reloadMetrics) ObserveReload(plugin, result string, d time.Duration) {
 	m.total.WithLabelValues(plugin, result).Inc()
 	m.seconds.WithLabelValues(plugin).Observe(d.Seconds())
+}
+
+// pluginCollector reports each serving plugin version's call counters and instances at scrape
+// time, from the registry's status. Counters restart from zero when a new version replaces the
+// old one, which Prometheus's rate() reads as a counter reset.
+type pluginCollector struct{ r *registry.Registry }
+
+var pluginDescs = struct {
+	calls, failures, traps, timeouts, invalid, instances, memory *prometheus.Desc
+}{
+	calls:     prometheus.NewDesc("allocd_plugin_calls_total", "Calls into the serving version of a plugin.", []string{"plugin"}, nil),
+	failures:  prometheus.NewDesc("allocd_plugin_call_failures_total", "Calls that failed as a whole, for any reason.", []string{"plugin"}, nil),
+	traps:     prometheus.NewDesc("allocd_plugin_traps_total", "Calls that trapped (a Go guest's panic among them).", []string{"plugin"}, nil),
+	timeouts:  prometheus.NewDesc("allocd_plugin_timeouts_total", "Calls stopped at their deadline.", []string{"plugin"}, nil),
+	invalid:   prometheus.NewDesc("allocd_plugin_invalid_answers_total", "Answers refused by the host's checks.", []string{"plugin"}, nil),
+	instances: prometheus.NewDesc("allocd_plugin_instances", "Live instances of a plugin.", []string{"plugin"}, nil),
+	memory:    prometheus.NewDesc("allocd_plugin_memory_bytes", "Linear memory of a plugin's live instances.", []string{"plugin"}, nil),
+}
+
+func (pluginCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := pluginDescs
+	for _, desc := range []*prometheus.Desc{d.calls, d.failures, d.traps, d.timeouts, d.invalid, d.instances, d.memory} {
+		ch <- desc
+	}
+}
+
+func (c pluginCollector) Collect(ch chan<- prometheus.Metric) {
+	d := pluginDescs
+	for _, s := range c.r.Status() {
+		if s.ActiveHash == "" {
+			continue // no version serves
+		}
+		st := s.Stats
+		for _, m := range []struct {
+			desc *prometheus.Desc
+			kind prometheus.ValueType
+			v    int64
+		}{
+			{d.calls, prometheus.CounterValue, st.Calls}, {d.failures, prometheus.CounterValue, st.Failures},
+			{d.traps, prometheus.CounterValue, st.Traps}, {d.timeouts, prometheus.CounterValue, st.Timeouts},
+			{d.invalid, prometheus.CounterValue, st.Invalid}, {d.instances, prometheus.GaugeValue, st.Instances},
+			{d.memory, prometheus.GaugeValue, st.MemoryBytes},
+		} {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.v), s.Name)
+		}
+	}
 }
 
 // serveConfig is the --config file: topics and groups declared by the operator.
