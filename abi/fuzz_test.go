@@ -86,6 +86,9 @@ func checkView(t *testing.T, v *abi.View) {
 		if j := v.TargetIndex(i); j < -1 || j >= v.NumConsumers() || j >= 0 && v.Consumer(j) != v.Target(i) {
 			t.Fatalf("TargetIndex(%d) = %d for %q", i, j, v.Target(i))
 		}
+		if cid, j := v.TargetAt(i); cid != v.Target(i) || j != v.TargetIndex(i) {
+			t.Fatalf("TargetAt(%d) = %q, %d; Target and TargetIndex say %q, %d", i, cid, j, v.Target(i), v.TargetIndex(i))
+		}
 	}
 	for k, want := range r.Config {
 		if got, ok := v.Config(k); !ok || got != want {

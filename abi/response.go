@@ -49,13 +49,18 @@ func (w *ResponseWriter) Append(i int) { w.buf = le.AppendUint32(w.buf, uint32(i
 
 // Indices writes a whole result.
 func (w *ResponseWriter) Indices(list []int) {
-	w.Begin()
+	w.start()
+	w.close()
 	n := len(w.buf)
-	w.buf = slices.Grow(w.buf, 4*len(list))[:n+4*len(list)]
+	w.buf = slices.Grow(w.buf, 8+4*len(list))[:n+8+4*len(list)]
 	out := w.buf[n:]
+	le.PutUint32(out, StatusOK)
+	le.PutUint32(out[4:], uint32(len(list)))
+	out = out[8:]
 	for k, i := range list {
 		le.PutUint32(out[4*k:4*k+4], uint32(i))
 	}
+	w.count++
 }
 
 // Error writes a failed result with the plugin's message.

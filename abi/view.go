@@ -334,34 +334,43 @@ func (v *View) NumTargets() int {
 }
 
 // Target returns the consumer id of result i.
-func (v *View) Target(i int) string {
-	if !v.hasTarget {
-		return v.Consumer(i)
-	}
-	return v.str(le.Uint32(v.targets[4*i:]))
-}
+func (v *View) Target(i int) string { return v.str(v.targetID(i)) }
 
 // TargetIndex returns the index of the first occurrence of target i's id in cidAll, or -1 when
 // the target is not a member (RocketMQ's indexOf). It relies on the encoder's rule that each
 // distinct string is stored once, so ids compare as integers.
-func (v *View) TargetIndex(i int) int {
-	if !v.hasFirst {
-		v.first = slices.Grow(v.first[:0], v.nstr)[:v.nstr]
-		for j := range v.first {
-			v.first[j] = -1
-		}
-		v.hasFirst = true
-		for j := v.NumConsumers() - 1; j >= 0; j-- {
-			v.first[le.Uint32(v.consumers[4*j:])] = int32(j)
-		}
-	}
-	var id uint32
+func (v *View) TargetIndex(i int) int { return v.firstIndex(v.targetID(i)) }
+
+// TargetAt is Target and TargetIndex in one call, for a loop over every target.
+func (v *View) TargetAt(i int) (cid string, index int) {
+	id := v.targetID(i)
+	return v.str(id), v.firstIndex(id)
+}
+
+func (v *View) targetID(i int) uint32 {
 	if v.hasTarget {
-		id = le.Uint32(v.targets[4*i:])
-	} else {
-		id = le.Uint32(v.consumers[4*i:])
+		return le.Uint32(v.targets[4*i:])
+	}
+	return le.Uint32(v.consumers[4*i:])
+}
+
+// firstIndex returns the index of string id's first occurrence in cidAll, or -1.
+func (v *View) firstIndex(id uint32) int {
+	if !v.hasFirst {
+		v.indexConsumers()
 	}
 	return int(v.first[id])
+}
+
+func (v *View) indexConsumers() {
+	v.first = slices.Grow(v.first[:0], v.nstr)[:v.nstr]
+	for j := range v.first {
+		v.first[j] = -1
+	}
+	for j := v.NumConsumers() - 1; j >= 0; j-- {
+		v.first[le.Uint32(v.consumers[4*j:])] = int32(j)
+	}
+	v.hasFirst = true
 }
 
 // Config returns the binding's setting for key.

@@ -142,8 +142,8 @@ func (c *call) run() error {
 	}
 	c.a = Args{Group: v.Group(), MQAll: Queues{v}, CIDAll: Consumers{v}, Request: v}
 	c.w.Reset(c.w.Bytes()[:0])
-	for t := 0; t < v.NumTargets(); t++ {
-		c.a.CID, c.a.Self = v.Target(t), v.TargetIndex(t)
+	for t, n := 0, v.NumTargets(); t < n; t++ {
+		c.a.CID, c.a.Self = v.TargetAt(t)
 		res, err := f(&c.a, c.dst[:0])
 		if err != nil {
 			c.w.Error(err.Error())
