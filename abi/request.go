@@ -114,21 +114,18 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			// Queues arrive sorted, so topics and brokers repeat in runs: remember the last
 			// ones and consult the map only when they change.
 			var lastTopic, lastBroker string
-			var topicID, brokerID uint32 = NoString, NoString
+			var names uint64 // topic id | broker id << 32 of the current run
 			n := len(dst)
 			dst = slices.Grow(dst, 12*len(r.Queues))[:n+12*len(r.Queues)]
 			recs := dst[n:]
 			for i := range r.Queues {
 				q := &r.Queues[i]
-				if topicID == NoString || !sameString(q.Topic, lastTopic) {
-					topicID, lastTopic = e.intern(q.Topic), q.Topic
-				}
-				if brokerID == NoString || !sameString(q.BrokerName, lastBroker) {
-					brokerID, lastBroker = e.intern(q.BrokerName), q.BrokerName
+				if i == 0 || !sameString(q.Topic, lastTopic) || !sameString(q.BrokerName, lastBroker) {
+					names = uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
+					lastTopic, lastBroker = q.Topic, q.BrokerName
 				}
 				rec := recs[12*i : 12*i+12]
-				le.PutUint32(rec, topicID)
-				le.PutUint32(rec[4:], brokerID)
+				le.PutUint64(rec, names)
 				le.PutUint32(rec[8:], uint32(q.QueueID))
 			}
 		case SectionConsumers:
