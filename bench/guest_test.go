@@ -53,6 +53,7 @@ func BenchmarkGuestParts(b *testing.B) {
 		{"readalloc", "guest/readalloc", true},
 		{"parse", "guest/parse", true},
 		{"respond", "guest/respond", true},
+		{"sdk", "guest/sdk", true},
 		{"averagely", "plugins/averagely/wasm", false},
 	} {
 		p, err := rt.Load(ctx, part.name, buildGuest(b, part.pkg, part.local))

@@ -1,6 +1,6 @@
 //go:build wasip1
 
-// parse reads the input into a kept buffer and runs abi.ParseRequest on it.
+// parse reads the input into a kept buffer and parses it into a kept View, as the SDK does.
 package main
 
 import (
@@ -8,9 +8,11 @@ import (
 	"github.com/allocd/allocd/bench/guest/probe"
 )
 
+var v abi.View
+
 //go:wasmexport allocate
 func allocate() int32 {
-	if _, err := abi.ParseRequest(probe.ReadStatic()); err != nil {
+	if err := v.Parse(probe.ReadStatic()); err != nil {
 		panic(err)
 	}
 	probe.Respond()

@@ -1,6 +1,6 @@
 //go:build wasip1
 
-// readalloc reads the input into a fresh buffer, as the SDK does on every call.
+// readalloc reads the input into a fresh buffer, as the SDK did on every call before it kept one.
 package main
 
 import "github.com/allocd/allocd/bench/guest/probe"
