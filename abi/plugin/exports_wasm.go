@@ -23,9 +23,8 @@ func errorWrite(ptr unsafe.Pointer, n uint32)
 //go:wasmimport allocd:host/v1 log_write
 func logWrite(level uint32, ptr unsafe.Pointer, n uint32)
 
-// One call at a time runs in an instance, so a call's buffers are kept for the next: the Go
-// runtime in a wasm guest collects garbage only while an export runs, and a guest that allocates
-// its input afresh on every call grows its heap until the host retires the instance.
+// One call at a time runs in an instance, so a call's buffers are kept for the next: a
+// whole-group call allocates nothing most of the time (RATIONALE.md).
 var (
 	in      = make([]byte, 4096)
 	state   call
@@ -50,7 +49,7 @@ func allocateExport() int32 {
 		inputRead(unsafe.Pointer(unsafe.SliceData(in)), n)
 	}
 	// The input buffer is reused by the next call, so the strings a strategy is given must not
-	// alias it: they live in a copy of the request's string table (ABI.md, "Go SDK").
+	// alias it: they live in a copy of the request's string table, which is never overwritten.
 	err := state.v.Parse(in[:n])
 	if err == nil {
 		state.v.DetachStrings(strings.store)

@@ -162,9 +162,8 @@ func (c *call) run() error {
 }
 
 // stringChunks keeps copies of requests' string tables in append-only chunks: a string handed to
-// a strategy is never overwritten, and a call allocates only when a chunk fills up. In a Go wasm
-// guest every allocation is dear (the collector runs only inside calls), and a copy per call
-// cost more than the parsing it serves (BENCHMARKS.md).
+// a strategy is never overwritten, and a call allocates only when a chunk fills up, about once in
+// 70 whole-group calls of 1024 queues and 64 consumers (RATIONALE.md).
 type stringChunks struct{ chunk []byte }
 
 const stringChunkSize = 64 << 10
