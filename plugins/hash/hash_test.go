@@ -652,3 +652,37 @@ func TestSortKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAgainstReferenceLargeRings is TestAgainstReference on rings of 256 entries and more, where
+// NewRing radix-sorts and lookups search a bucket index, with ids that collide among them.
+func TestAgainstReferenceLargeRings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	iters := 60
+	if testing.Short() {
+		iters = 10
+	}
+	for it := 0; it < iters; it++ {
+		c := 26 + rng.IntN(60)
+		cidAll := make([]string, 0, c+len(collisionIDs))
+		for i := range c {
+			cidAll = append(cidAll, fmt.Sprintf("10.0.%d.%d@%d", rng.IntN(4), i, 1000+rng.IntN(9000)))
+		}
+		cidAll = append(cidAll, collisionIDs...)
+		if rng.IntN(2) == 0 {
+			slices.Sort(cidAll)
+		}
+		vnodes := 10 + rng.IntN(11)
+		n := 1 + rng.IntN(300)
+		mqAll := make([]rocketmq.Queue, n)
+		for i := range mqAll {
+			mqAll[i] = rocketmq.Queue{Topic: "TopicTest", BrokerName: fmt.Sprintf("broker-%d", i%4), QueueID: int32(i / 4)}
+		}
+		for _, cid := range []string{cidAll[0], cidAll[rng.IntN(len(cidAll))], cidAll[len(cidAll)-1], "not-a-member"} {
+			got, err := javaAllocate(cid, mqAll, cidAll, vnodes)
+			want, wantErr := refAllocate(cid, mqAll, cidAll, vnodes)
+			if err != nil || wantErr != nil || !slices.Equal(got, want) {
+				t.Fatalf("%d consumers, V=%d, cid=%q, %d queues:\n got %v, %v\nwant %v, %v", len(cidAll), vnodes, cid, n, got, err, want, wantErr)
+			}
+		}
+	}
+}
