@@ -113,6 +113,16 @@ func TestResponseWriterZeroValue(t *testing.T) {
 	if got := w3.Bytes(); !bytes.Equal(got, want) {
 		t.Fatalf("zero writer starting with Error wrote %x, want %x", got, want)
 	}
+
+	// Append extends the result Indices wrote, as it extends one Begin opened.
+	var w4 abi.ResponseWriter
+	w4.Indices([]int{4})
+	w4.Append(5)
+	w4.Indices(nil)
+	want = abi.EncodeResponse(nil, &abi.Response{Results: []abi.Result{ok(4, 5), ok()}})
+	if got := w4.Bytes(); !bytes.Equal(got, want) {
+		t.Fatalf("Indices then Append wrote %x, want %x", got, want)
+	}
 }
 
 func TestResponseWriterReuse(t *testing.T) {

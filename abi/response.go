@@ -61,6 +61,7 @@ func (w *ResponseWriter) Indices(list []int) {
 		le.PutUint32(out[4*k:4*k+4], uint32(i))
 	}
 	w.count++
+	w.open = n + 1 // as after Begin: Append may still extend this result
 }
 
 // Error writes a failed result with the plugin's message.

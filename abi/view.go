@@ -11,7 +11,8 @@ import (
 // checks the structure once, so every accessor is safe on any input it accepted; a reader of
 // queue records checks Err afterwards.
 //
-// Strings returned by a View alias the encoded bytes, which must not change afterwards.
+// Strings returned by a View alias the encoded bytes, which must not change afterwards, unless
+// DetachStrings moved them elsewhere.
 type View struct {
 	buf       []byte
 	nstr      int
