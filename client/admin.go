@@ -5,14 +5,26 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/allocd/allocd/autoscale"
 )
 
-// PutTopic creates or replaces a topic with its brokers. It returns the topic as stored.
+// PutTopic creates or replaces a topic with its brokers, without auto-scaling (a policy the
+// topic had is removed). It returns the topic as stored.
 func (c *Client) PutTopic(ctx context.Context, name string, brokers []Broker) (Topic, error) {
+	return c.PutTopicAutoscale(ctx, name, brokers, nil)
+}
+
+// PutTopicAutoscale creates or replaces a topic with its brokers and its auto-scaling policy
+// (nil: none). Start from autoscale.DefaultPolicy() and set Enabled, for one. While a topic is
+// auto-scaled the daemon owns the queue counts of the brokers it already has: the counts given
+// for those are ignored. It returns the topic as stored.
+func (c *Client) PutTopicAutoscale(ctx context.Context, name string, brokers []Broker, policy *autoscale.Policy) (Topic, error) {
 	var t Topic
 	err := c.do(ctx, "PUT", "/v1/topics/"+seg(name), nil, struct {
-		Brokers []Broker `json:"brokers"`
-	}{brokers}, &t, 0)
+		Brokers   []Broker          `json:"brokers"`
+		Autoscale *autoscale.Policy `json:"autoscale,omitempty"`
+	}{brokers, policy}, &t, 0)
 	return t, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allocd/allocd/autoscale"
 	"github.com/allocd/allocd/client"
 )
 
@@ -135,5 +136,37 @@ func TestErrors(t *testing.T) {
 	e.down.Store(true)
 	if _, err := c.ListTopics(ctx); client.StatusCode(err) != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "down for the test") {
 		t.Fatalf("503: %v", err)
+	}
+}
+
+// TestPutTopicAutoscale: a policy set from Go reaches the daemon, counts of an auto-scaled
+// topic's brokers stay the daemon's, and PutTopic without one removes it.
+func TestPutTopicAutoscale(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.c
+	policy := autoscale.DefaultPolicy()
+	policy.Enabled, policy.Min, policy.Max = true, 2, 16
+	brokers := []client.Broker{{Name: "broker-a", ReadQueues: 4, WriteQueues: 4}}
+	topic, err := c.PutTopicAutoscale(ctx, "T", brokers, &policy)
+	if err != nil || topic.Autoscale == nil || !topic.Autoscale.Enabled || topic.Autoscale.Min != 2 || topic.Autoscale.Max != 16 ||
+		topic.Autoscale.ExpandWriteDelay != policy.ExpandWriteDelay {
+		t.Fatalf("PutTopicAutoscale: %+v, %v", topic, err)
+	}
+	if got, err := c.GetTopic(ctx, "T"); err != nil || got.Autoscale == nil || *got.Autoscale != policy {
+		t.Fatalf("GetTopic: %+v, %v", got, err)
+	}
+	// Declared again with other counts: the daemon keeps its own for a broker it has.
+	again, err := c.PutTopicAutoscale(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 9, WriteQueues: 9}}, &policy)
+	if err != nil || again.Brokers[0].ReadQueues != 4 {
+		t.Fatalf("PutTopicAutoscale again: %+v, %v", again, err)
+	}
+	bad := policy
+	bad.Min = 0
+	if _, err := c.PutTopicAutoscale(ctx, "T", brokers, &bad); client.StatusCode(err) != http.StatusBadRequest {
+		t.Fatalf("a policy with min 0: %v", err)
+	}
+	if plain, err := c.PutTopic(ctx, "T", brokers); err != nil || plain.Autoscale != nil {
+		t.Fatalf("PutTopic removes the policy: %+v, %v", plain, err)
 	}
 }
