@@ -1,9 +1,9 @@
 // Package client is the Go client of the allocd daemon's HTTP API (`allocd serve`).
 //
 // A Client is one daemon's address and HTTP connections; share it. Its methods are thin, typed
-// calls of the API: PutTopic, GetTopic, ListTopics, DeleteTopic, GetRoute, RouteKey, PutGroup,
-// GetGroup, ListGroups, DeleteGroup, Preview, ListPlugins, GetPlugin, and the member calls
-// Heartbeat, Leave and PollAssignment. A refusal of the daemon is an *Error carrying the HTTP
+// calls of the API: PutTopic, PutTopicAutoscale, GetTopic, ListTopics, DeleteTopic, GetRoute,
+// RouteKey, PutGroup, GetGroup, ListGroups, DeleteGroup, Preview, ListPlugins, GetPlugin, and
+// the member calls Heartbeat, Leave and PollAssignment. A refusal of the daemon is an *Error carrying the HTTP
 // status and the daemon's {"error"} text (IsNotFound, IsConflict, StatusCode).
 //
 // # Consumers
