@@ -381,13 +381,12 @@ func (r *random) Read(p []byte) (int, error) {
 	return r.c.Read(p)
 }
 
-// clock is the guest's WASI clocks: virtual time, the same for every instance, that moves
+// clock is the guest's WASI clocks: virtual time, starting at 0 in every instance, that moves
 // forward clockStep per reading and by the full amount of every sleep, which returns at once.
 //
-// wazero's default fake clocks move 1 ms per reading. The Go runtime reads the monotonic clock
-// in its scheduler and collector, and with time rushing by like that a Go guest's collector
-// behaved as if every cycle took forever: averagely's whole-group call took 31 us instead of 23
-// (BENCHMARKS.md, "Plugin calls").
+// wazero's default fake clocks move 1 ms per reading. The Go runtime in a guest reads the
+// monotonic clock in its scheduler and collector, and with time rushing by like that the guest's
+// part of averagely's whole-group call took 31 us instead of 23 (RATIONALE.md).
 type clock struct{ now atomic.Int64 }
 
 const (

@@ -163,7 +163,7 @@ func (r *Ring) buildDistinct(ids []string, vnodes int) {
 // sortKeys sorts ring keys (hash<<32 | consumer index, appended in index order) ascending. A
 // large ring is radix-sorted on the hash alone: the sort is stable and keys arrive in index
 // order, so equal hashes stay ordered by index, as a full comparison sort would leave them, and
-// four counting passes beat a comparison sort by far in a wasm guest (BENCHMARKS.md).
+// four counting passes beat a comparison sort in a wasm guest (RATIONALE.md).
 func sortKeys(keys []uint64) []uint64 {
 	if len(keys) < 256 {
 		slices.Sort(keys)
