@@ -34,7 +34,10 @@ import (
 // Info is the plugin's self-description.
 type Info = abi.Info
 
-// Args are the arguments of one allocate call for one consumer.
+// Args are the arguments of one allocate call for one consumer. The SDK reuses Args, the
+// Request view and its buffers from call to call, so none of them may be kept after the
+// strategy returns; the strings they give (Group, CID, consumer ids, queue names, labels) stay
+// valid and unchanged, and may be kept.
 type Args struct {
 	// Group is the consumer group (RocketMQ uses it only in log text).
 	Group string
