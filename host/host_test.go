@@ -347,3 +347,26 @@ func TestBuiltinsKeepTheirMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestSDKKeptStringsStay: a strategy may keep the strings it was given. Requests of the same
+// shape with other ids, which the SDK reads into the same buffer, leave them unchanged.
+func TestSDKKeptStringsStay(t *testing.T) {
+	rt := newRuntime(t, host.Config{MaxInstances: 1})
+	p := load(t, rt, "keeper")
+	ctx := context.Background()
+	for call := range 300 {
+		req := &abi.Request{Group: fmt.Sprintf("group-%03d", call), Queues: queues("T", 2, 4)}
+		for c := range 4 {
+			req.Consumers = append(req.Consumers, fmt.Sprintf("c-%03d-%d", call, c))
+		}
+		resp, err := p.Allocate(ctx, req)
+		if err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		for i, r := range resp.Results {
+			if r.Failed {
+				t.Fatalf("call %d, consumer %d: %s", call, i, r.Err)
+			}
+		}
+	}
+}
