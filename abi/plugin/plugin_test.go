@@ -174,3 +174,38 @@ func TestRegisterTwicePanics(t *testing.T) {
 	}()
 	plugin.Register(plugin.Info{Name: "second"}, roundRobin)
 }
+
+// FuzzAllocate: the SDK never panics on any input, and whatever it answers is a well-formed
+// response with one result per target of a request that parses.
+func FuzzAllocate(f *testing.F) {
+	for _, r := range []*abi.Request{
+		{Group: "g", Queues: queues(5), Consumers: []string{"c1", "c2"}},
+		{Group: "g", Queues: queues(4), Consumers: []string{"c1", "c2", "c2"}, Targets: []string{"c2", "c9"}},
+		{Group: "g", Queues: queues(2), Consumers: []string{"c1"}, Config: map[string]string{"stride": "2"},
+			ConsumerAttrs: []abi.Attrs{{Labels: map[string]string{"zone": "east"}}}},
+	} {
+		b, err := abi.EncodeRequest(nil, r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		calls = nil // the strategy's record of its arguments, not wanted here
+		out, err := plugin.Allocate(in)
+		if err != nil {
+			return
+		}
+		v, perr := abi.ParseRequest(in)
+		if perr != nil {
+			t.Fatalf("the SDK answered a request the codec refuses: %v", perr)
+		}
+		var resp abi.Response
+		if err := abi.DecodeResponse(out, &resp); err != nil {
+			t.Fatalf("the SDK wrote a response the codec refuses: %v", err)
+		}
+		if len(resp.Results) != v.NumTargets() {
+			t.Fatalf("%d results for %d targets", len(resp.Results), v.NumTargets())
+		}
+	})
+}
