@@ -130,6 +130,7 @@ printing the smallest scenario that shows each failure.`)
 		{Name: "calls", Value: s.Calls}, {Name: "failed", Value: s.Failures}, {Name: "invalid", Value: s.Invalid},
 		{Name: "traps", Value: s.Traps}, {Name: "timeouts", Value: s.Timeouts},
 		{Name: "instances created", Value: s.Created}, {Name: "discarded", Value: s.Discarded},
+		{Name: "linear memory KiB", Value: s.MemoryBytes >> 10},
 	}
 	if *jsonOut {
 		err = rep.WriteJSON(stdout)
