@@ -138,16 +138,12 @@ func distinct(ids []string) bool {
 // survives.
 func (r *Ring) buildDistinct(ids []string, vnodes int) {
 	keys := make([]uint64, 0, len(ids)*vnodes)
-	b := r.scratch[:0]
 	for i, id := range ids {
-		b = append(append(b[:0], id...), '-') // a consumer's keys share "id-"
-		prefix := len(b)
+		prefix := r.vnodePrefix(id)
 		for k := 0; k < vnodes; k++ {
-			b = strconv.AppendInt(b[:prefix], int64(k), 10)
-			keys = append(keys, uint64(Hash(b))<<32|uint64(i))
+			keys = append(keys, uint64(r.vnodeHash(prefix, k))<<32|uint64(i))
 		}
 	}
-	r.scratch = b
 	keys = sortKeys(keys)
 	r.hashes = make([]uint32, 0, len(keys))
 	r.nodes = make([]int32, 0, len(keys))
@@ -209,8 +205,9 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 			first[id] = f
 		}
 		e := held[f]
+		prefix := r.vnodePrefix(id)
 		for k := 0; k < vnodes; k++ {
-			h := r.vnodeHash(id, e+k)
+			h := r.vnodeHash(prefix, e+k)
 			if old, ok := ring[h]; ok {
 				held[old]--
 			}
@@ -229,13 +226,17 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 	}
 }
 
-// vnodeHash hashes Java's VirtualNode key: id + "-" + index.
-func (r *Ring) vnodeHash(id string, index int) uint32 {
-	b := append(r.scratch[:0], id...)
-	b = append(b, '-')
-	b = strconv.AppendInt(b, int64(index), 10)
-	r.scratch = b
-	return Hash(b)
+// vnodePrefix writes the part of Java's VirtualNode key that a consumer's keys share, id + "-",
+// into the scratch buffer and returns its length, for vnodeHash.
+func (r *Ring) vnodePrefix(id string) int {
+	r.scratch = append(append(r.scratch[:0], id...), '-')
+	return len(r.scratch)
+}
+
+// vnodeHash hashes the key id + "-" + index, whose first prefix bytes vnodePrefix wrote.
+func (r *Ring) vnodeHash(prefix, index int) uint32 {
+	r.scratch = strconv.AppendInt(r.scratch[:prefix], int64(index), 10)
+	return Hash(r.scratch)
 }
 
 // Len returns the number of entries on the ring (c*V minus the puts lost to equal hashes).
