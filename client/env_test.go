@@ -12,29 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
 	"github.com/allocd/allocd/coordinator"
-	"github.com/allocd/allocd/plugins/averagely"
-	"github.com/allocd/allocd/plugins/circle"
+	"github.com/allocd/allocd/internal/nativestrategy"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
 )
-
-// strategies answers with the built-in strategies' Go code, as the server's tests do.
-type strategies struct{}
-
-func (strategies) Allocate(_ context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
-	fn := map[string]func([]int, int, int, int) []int{"averagely": averagely.Allocate, "circle": circle.Allocate}[plugin]
-	if fn == nil {
-		return nil, "", fmt.Errorf("plugin %q not loaded", plugin)
-	}
-	resp := &abi.Response{}
-	for i := range req.Consumers {
-		resp.Results = append(resp.Results, abi.Result{Indices: fn(nil, len(req.Queues), len(req.Consumers), i)})
-	}
-	return resp, "v1", nil
-}
 
 type plugins struct{}
 
@@ -70,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, counts: map[string]int{}, beats: make(chan string, 10000)}
 	e.coord, err = coordinator.New(coordinator.Options{
-		Store: st, Allocator: strategies{}, SessionTimeout: 10 * time.Second,
+		Store: st, Allocator: nativestrategy.Allocator{}, SessionTimeout: 10 * time.Second,
 		Debounce: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond,
 		CheckStrategy: func(name string) error {
 			if _, ok := (plugins{}).Get(name); !ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/allocd/allocd/client"
 	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/internal/nativestrategy"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
 )
@@ -22,7 +23,7 @@ func exampleDaemon() (string, func()) {
 	if err != nil {
 		panic(err)
 	}
-	coord, err := coordinator.New(coordinator.Options{Store: st, Allocator: strategies{}, Debounce: 5 * time.Millisecond})
+	coord, err := coordinator.New(coordinator.Options{Store: st, Allocator: nativestrategy.Allocator{}, Debounce: 5 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}

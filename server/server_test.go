@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +18,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
-	"github.com/allocd/allocd/plugins/averagely"
-	"github.com/allocd/allocd/plugins/circle"
+	"github.com/allocd/allocd/internal/nativestrategy"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
 )
@@ -35,21 +33,6 @@ func (f *fakeClock) Advance(d time.Duration) {
 	f.mu.Lock()
 	f.t = f.t.Add(d)
 	f.mu.Unlock()
-}
-
-// strategies answers with the built-in strategies' Go code.
-type strategies struct{}
-
-func (strategies) Allocate(_ context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
-	fn := map[string]func([]int, int, int, int) []int{"averagely": averagely.Allocate, "circle": circle.Allocate}[plugin]
-	if fn == nil {
-		return nil, "", fmt.Errorf("plugin %q not loaded", plugin)
-	}
-	resp := &abi.Response{}
-	for i := range req.Consumers {
-		resp.Results = append(resp.Results, abi.Result{Indices: fn(nil, len(req.Queues), len(req.Consumers), i)})
-	}
-	return resp, "v1", nil
 }
 
 type plugins struct{}
@@ -91,7 +74,7 @@ func newEnv(t *testing.T, wrap func(store.Store) store.Store) *env {
 	}
 	e := &env{t: t, clock: &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}, reg: prometheus.NewRegistry()}
 	e.c, err = coordinator.New(coordinator.Options{
-		Store: s, Allocator: strategies{}, Clock: e.clock, Metrics: e.reg, SessionTimeout: 10 * time.Second,
+		Store: s, Allocator: nativestrategy.Allocator{}, Clock: e.clock, Metrics: e.reg, SessionTimeout: 10 * time.Second,
 		CheckStrategy: func(name string) error {
 			if _, ok := (plugins{}).Get(name); !ok {
 				return errors.New("no such plugin (loaded: averagely, circle)")
