@@ -606,7 +606,7 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		}
 		return o
 	}
-	if err := abi.Validate(req, resp); err != nil {
+	if err := abi.ValidateFor(&r.info, req, resp); err != nil {
 		o.problems = append(o.problems, problem{CheckValid, err.Error()})
 		return o
 	}

@@ -445,14 +445,15 @@ func selfTestRequest() *abi.Request {
 	return req
 }
 
-// selfTest makes one whole-group call, which must succeed and pass abi.Validate.
+// selfTest makes one whole-group call, which must succeed and pass abi.ValidateFor.
 func selfTest(ctx context.Context, p *host.Plugin) error {
 	req := selfTestRequest()
 	resp, err := p.Allocate(ctx, req)
 	if err != nil {
 		return err
 	}
-	return abi.Validate(req, resp)
+	info := p.Info()
+	return abi.ValidateFor(&info, req, resp)
 }
 
 func validate(ctx context.Context, f func(context.Context, *host.Plugin) error, p *host.Plugin) (err error) {
