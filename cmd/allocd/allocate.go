@@ -146,8 +146,10 @@ type (
 	}
 	errorAnswer struct {
 		Error string `json:"error"`
-		// Errors names each failed consumer of a whole-group request.
-		Errors map[string]string `json:"errors,omitempty"`
+		// Errors names each failed consumer of a whole-group request, and Assignment gives
+		// the others' queues.
+		Errors     map[string]string      `json:"errors,omitempty"`
+		Assignment map[string][]abi.Queue `json:"assignment,omitempty"`
 	}
 )
 
@@ -302,6 +304,7 @@ func answerLine(ctx context.Context, p *host.Plugin, config map[string]string, l
 	}
 	if len(failures) > 0 {
 		failed.Error = errors.Join(failures...).Error()
+		failed.Assignment = a.Assignment
 		return failed
 	}
 	return a
