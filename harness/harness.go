@@ -121,12 +121,13 @@ const (
 	CheckCoverage    = "coverage"    // every queue is given to someone, unless "partial"
 	CheckDeterminism = "determinism" // same request, same answer: repeated, concurrent, any order
 	CheckBalance     = "balance"     // max-min queues per member <= 1, when "balanced"
+	CheckZones       = "zones"       // a queue of a zone with members goes to one of them, when "zoned"
 	CheckStability   = "stability"   // queue movement on a join or leave; checked when "sticky"
 	CheckReference   = "reference"   // same answers as Options.Reference
 	CheckVectors     = "vectors"     // same answers as the recorded vectors
 )
 
-var checkOrder = []string{CheckErrors, CheckValid, CheckOutsider, CheckCoverage, CheckDeterminism, CheckBalance, CheckStability, CheckReference, CheckVectors}
+var checkOrder = []string{CheckErrors, CheckValid, CheckOutsider, CheckCoverage, CheckDeterminism, CheckBalance, CheckZones, CheckStability, CheckReference, CheckVectors}
 
 // Check statuses.
 const (
@@ -302,6 +303,7 @@ type runner struct {
 	// figures of the checks
 	answers, outsiders, coverageScenarios, queues, unassigned int
 	balanceScenarios, maxSpread                               int
+	zonedQueues, awayQueues                                   int
 	detCalls, refCompared                                     int
 	stickyRounds                                              int
 	vectorsDetail                                             string
@@ -359,7 +361,7 @@ func (r *runner) run() (*Report, error) {
 			return nil, err
 		}
 		sc := generate(r.opts.Seed, i, r.opts.MaxQueues, r.opts.MaxConsumers, true)
-		sc.Config = r.config()
+		r.bind(sc, i)
 		where := fmt.Sprintf("scenario %d (%s)", i, sc.Size())
 		o := r.evaluate(sc, true)
 		r.record(o, where, sc)
@@ -379,7 +381,7 @@ func (r *runner) run() (*Report, error) {
 			}
 			rng := rand.New(rand.NewPCG(r.opts.Seed, uint64(i)|1<<40))
 			sc := sized(rng, r.opts.StabilityQueues, r.opts.StabilityConsumers)
-			sc.Config = r.config()
+			r.bind(sc, i)
 			where := fmt.Sprintf("movement group %d (%s)", i, sc.Size())
 			o := r.evaluate(sc, true)
 			r.record(o, where, sc)
@@ -497,15 +499,50 @@ func (r *runner) run() (*Report, error) {
 	return rep, nil
 }
 
+// config is the binding config of every request: Options.Config, or, when that is empty, the
+// plugin's own CheckConfig.
 func (r *runner) config() map[string]string {
-	if len(r.opts.Config) == 0 {
+	src := r.opts.Config
+	if len(src) == 0 {
+		src = r.info.CheckConfig
+	}
+	if len(src) == 0 {
 		return nil
 	}
-	c := make(map[string]string, len(r.opts.Config))
-	for k, v := range r.opts.Config {
+	c := make(map[string]string, len(src))
+	for k, v := range src {
 		c[k] = v
 	}
 	return c
+}
+
+// bind completes generated scenario index for the plugin: the binding config, and, for a plugin
+// that declares "zoned", a zone on every queue and consumer that lacks one. Zones are dealt so
+// that some scenarios have a zone of queues without consumers, and one of consumers without
+// queues.
+func (r *runner) bind(sc *Scenario, index int) {
+	sc.Config = r.config()
+	if !r.info.Has(abi.PropZoned) {
+		return
+	}
+	k := 1 + index%len(zoneNames)
+	fill := func(attrs []abi.Attrs, n, shift int) []abi.Attrs {
+		if attrs == nil {
+			attrs = make([]abi.Attrs, n)
+		}
+		for i := range attrs {
+			if attrs[i].Labels["zone"] != "" {
+				continue
+			}
+			if attrs[i].Labels == nil {
+				attrs[i].Labels = map[string]string{}
+			}
+			attrs[i].Labels["zone"] = zoneNames[(i+shift)%k]
+		}
+		return attrs
+	}
+	sc.QueueAttrs = fill(sc.QueueAttrs, len(sc.MQAll), 0)
+	sc.ConsumerAttrs = fill(sc.ConsumerAttrs, len(sc.CIDAll), index%2)
 }
 
 // events picks a join (a new consumer) and, with two members or more, a leave.
@@ -554,6 +591,7 @@ type outcome struct {
 	// figures
 	outsider, covered  bool
 	unassigned, spread int
+	zoned, away        int // queues of a zone with members; of them, given outside it
 	refCompared        bool
 }
 
@@ -675,6 +713,9 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 			"consumer %q has %s and %q has %d: max-min is %d, and the plugin promises %q",
 			hi, plural(count[hi], "queue"), lo, count[lo], o.spread, abi.PropBalanced)})
 	}
+	if reason := o.zones(owners); reason != "" && r.info.Has(abi.PropZoned) {
+		o.problems = append(o.problems, problem{CheckZones, reason + fmt.Sprintf(", and the plugin promises %q", abi.PropZoned)})
+	}
 	if r.ref != nil && !r.quick {
 		o.refCompared = true
 		rreq := sc.Request()
@@ -691,6 +732,41 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 	return o
 }
 
+// zones counts the assigned queues whose label "zone" some member shares, and those of them given
+// to a member of another zone (or of none), returning a reason naming the first.
+func (o *outcome) zones(owners []string) string {
+	req := o.req
+	if req.QueueAttrs == nil || req.ConsumerAttrs == nil {
+		return ""
+	}
+	zoneOf := make(map[string]string, len(req.Consumers)) // member -> zone of its first index
+	hasMembers := map[string]bool{}
+	for j, c := range req.Consumers {
+		z, ok := req.ConsumerAttrs[j].Labels["zone"]
+		if _, seen := zoneOf[c]; !seen {
+			zoneOf[c] = z
+		}
+		if ok && z != "" {
+			hasMembers[z] = true
+		}
+	}
+	reason := ""
+	for i, w := range owners {
+		z := req.QueueAttrs[i].Labels["zone"]
+		if w == "" || z == "" || !hasMembers[z] {
+			continue // unassigned queues are coverage's matter
+		}
+		o.zoned++
+		if zoneOf[w] != z {
+			o.away++
+			if reason == "" {
+				reason = fmt.Sprintf("queue %d (%s) of zone %q is given to %q of zone %q, though zone %q has members", i, req.Queues[i], z, w, zoneOf[w], z)
+			}
+		}
+	}
+	return reason
+}
+
 // record files the problems of an outcome, and its figures.
 func (r *runner) record(o *outcome, where string, sc *Scenario) {
 	r.answers++
@@ -703,6 +779,8 @@ func (r *runner) record(o *outcome, where string, sc *Scenario) {
 		r.unassigned += o.unassigned
 		r.balanceScenarios++
 		r.maxSpread = max(r.maxSpread, o.spread)
+		r.zonedQueues += o.zoned
+		r.awayQueues += o.away
 	}
 	if o.refCompared {
 		r.refCompared++
@@ -891,6 +969,11 @@ func (r *runner) verdicts() []CheckResult {
 		add(CheckBalance, Pass, fmt.Sprintf("max-min <= 1 in %d answers (promised)", r.balanceScenarios))
 	} else {
 		add(CheckBalance, Figure, fmt.Sprintf("max-min up to %d over %d answers (not promised)", r.maxSpread, r.balanceScenarios))
+	}
+	if r.info.Has(abi.PropZoned) {
+		add(CheckZones, Pass, fmt.Sprintf("%d queues of zones with members, each given to a member of its zone (promised)", r.zonedQueues))
+	} else {
+		add(CheckZones, Figure, fmt.Sprintf("%d of %d queues of zones with members given outside their zone (not promised)", r.awayQueues, r.zonedQueues))
 	}
 	var parts []string
 	for _, ev := range []string{Join, Leave} {

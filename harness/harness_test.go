@@ -548,7 +548,7 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Plugin.Name != "averagely" || len(back.Checks) != 9 || len(back.Failures) != 1 || back.Failures[0].Scenario == nil || len(back.Stab) != 2 {
+	if back.Plugin.Name != "averagely" || len(back.Checks) != 10 || len(back.Failures) != 1 || back.Failures[0].Scenario == nil || len(back.Stab) != 2 {
 		t.Fatalf("report JSON: %s", b.String())
 	}
 	if _, ok := back.Cost["p99Ns"]; !ok {

@@ -14,7 +14,10 @@ import (
 	"github.com/allocd/allocd/internal/wasmbuild"
 )
 
-const vectorsFile = "../../testdata/rocketmq-java-vectors-small.jsonl"
+const (
+	vectorsFile      = "../../testdata/rocketmq-java-vectors-small.jsonl"
+	roomsVectorsFile = "../../testdata/rocketmq-java-vectors-rooms-small.jsonl"
+)
 
 // checkRun runs `allocd check` with args (the plugins folder and the shared compiled-code cache
 // added) and returns its output and exit status.
@@ -75,12 +78,18 @@ func parseReport(t *testing.T, stdout string) *checkReport {
 }
 
 // TestCheckBuiltins: `allocd check` passes every built-in plugin, the RocketMQ ones with their
-// recorded Java vectors, sticky with its promise of stickiness checked.
+// recorded Java vectors, sticky with its promise of stickiness checked, config and machineroom
+// promising neither coverage nor balance (machineroom checked with the rooms its self-description
+// names), nearby with its zones checked.
 func TestCheckBuiltins(t *testing.T) {
-	for _, name := range []string{"averagely", "circle", "hash", "sticky"} {
+	for _, name := range []string{"averagely", "circle", "hash", "sticky", "config", "machineroom", "nearby"} {
 		t.Run(name, func(t *testing.T) {
 			args := []string{name, "--scenarios", "10", "--seed", "3", "--json"}
-			if name != "sticky" {
+			switch name {
+			case "sticky":
+			case "config", "machineroom", "nearby":
+				args = append(args, "--vectors", roomsVectorsFile)
+			default:
 				args = append(args, "--vectors", vectorsFile)
 			}
 			stdout, stderr, status := checkRun(t, args...)
@@ -105,6 +114,13 @@ func TestCheckBuiltins(t *testing.T) {
 			case "hash":
 				want[harness.CheckStability] = harness.Figure
 				want[harness.CheckBalance] = harness.Figure
+			case "config", "machineroom":
+				want[harness.CheckCoverage] = harness.Figure
+				want[harness.CheckBalance] = harness.Figure
+				want[harness.CheckZones] = harness.Figure
+			case "nearby":
+				want[harness.CheckBalance] = harness.Figure
+				want[harness.CheckZones] = harness.Pass
 			default:
 				want[harness.CheckBalance] = harness.Pass
 			}

@@ -55,6 +55,21 @@ func PluginFor(strategy string) string {
 	return ""
 }
 
+// SettledKeys returns the config keys whose value a vector of strategy settles, set or unset:
+// a vector without one means Java's default (CONSISTENT_HASH's 10 virtual nodes, MACHINE_ROOM's
+// never-set set), whatever a binding's config says.
+func SettledKeys(strategy string) []string {
+	switch strategy {
+	case StrategyConsistentHash:
+		return []string{ConfigVnodes}
+	case StrategyMachineRoom:
+		return []string{ConfigConsumerIDCs}
+	case StrategyNearby:
+		return []string{ConfigInner, ConfigVnodes}
+	}
+	return nil
+}
+
 // Binding is how allocd reproduces one vector: the built-in plugin, its config, and the labels of
 // the queues and consumers (nil, or parallel to MQAll and CIDAll; a nil map is no label).
 type Binding struct {
