@@ -114,7 +114,7 @@ func TestAllocateMatchesJavaVectors(t *testing.T) {
 		t.Run(plugin, func(t *testing.T) {
 			var in strings.Builder
 			wholeFor := map[rocketmq.GroupKey]int{} // group -> its whole-group line
-			var wholes []int                      // the vector each whole-group line was built from
+			var wholes []int                        // the vector each whole-group line was built from
 			for _, i := range idx {
 				in.WriteString(vectorLine(&vectors[i], bindings[i], false) + "\n")
 			}

@@ -71,8 +71,10 @@ func BrokerRoom(brokerName string) (room string, ok bool) {
 	rest := brokerName[at+1:]
 	next := strings.IndexByte(rest, '@')
 	if next < 0 {
-		// [room, rest]; an empty rest is a trailing empty part, dropped.
-		return brokerName[:at], rest != ""
+		if rest == "" {
+			return "", false // [room, ""]: the trailing empty part is dropped
+		}
+		return brokerName[:at], true
 	}
 	// A third part exists; it and every later part must be empty (and so dropped), and the
 	// second part must not be, or the count is not two.
