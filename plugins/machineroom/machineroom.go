@@ -61,15 +61,19 @@ func (r Rooms) Contains(room string) bool {
 // the first in rooms: Java's premqAll. With rooms never set, the first such broker name is
 // ErrRoomsNotSet; without one, p is empty whatever the set.
 func Filter(p []int, rooms Rooms, n int, broker func(int) string) ([]int, error) {
+	// mqAll is sorted, so a broker's queues come in a run: split and look up once per run.
+	last, keep := "", false
 	for i := 0; i < n; i++ {
-		room, ok := rocketmq.BrokerRoom(broker(i))
-		if !ok {
-			continue
+		b := broker(i)
+		if i == 0 || b != last {
+			last = b
+			room, ok := rocketmq.BrokerRoom(b)
+			if ok && !rooms.set {
+				return p, ErrRoomsNotSet
+			}
+			keep = ok && rooms.Contains(room)
 		}
-		if !rooms.set {
-			return p, ErrRoomsNotSet
-		}
-		if rooms.Contains(room) {
+		if keep {
 			p = append(p, i)
 		}
 	}
