@@ -949,7 +949,11 @@ func (r *runner) verdicts() []CheckResult {
 		out = append(out, CheckResult{Name: name, Status: status, Detail: detail, Failures: r.counts[name]})
 	}
 	add(CheckErrors, Pass, fmt.Sprintf("%d calls", r.calls.Load()))
-	add(CheckValid, Pass, fmt.Sprintf("%d answers pass abi.Validate (no queue given to two consumers)", r.answers))
+	if r.info.Has(abi.PropOverlapping) {
+		add(CheckValid, Pass, fmt.Sprintf("%d answers pass abi.ValidateFor (indices in range; the plugin declares %q)", r.answers, abi.PropOverlapping))
+	} else {
+		add(CheckValid, Pass, fmt.Sprintf("%d answers pass abi.Validate (no queue given to two consumers)", r.answers))
+	}
 	if r.outsiders > 0 {
 		add(CheckOutsider, Pass, fmt.Sprintf("a consumer id not in cidAll got nothing in %d scenarios", r.outsiders))
 	} else {

@@ -7,7 +7,8 @@
 // Like Java, nothing is checked: the answer is the list in its order, duplicates kept, and two
 // consumers' lists may overlap. Unlike Java, which returns its list to any caller, a queue that is
 // not in mqAll is left out (allocd answers with indices into mqAll), and a consumer that is not in
-// cidAll gets nothing (it has no label). The package is pure computation.
+// cidAll gets nothing (it has no label). Parse and Allocate are pure computation; Info and Prepare
+// are the plugin (plugin.go), which plugins/config/wasm registers.
 package config
 
 import (

@@ -3,7 +3,9 @@
 // in the configured set (consumeridcs) are allocated, in blocks of |P|/c per consumer, then at most
 // one leftover each, round-robin. Queues of other rooms go to no one.
 //
-// The package is pure computation and never allocates beyond appending to dst.
+// ParseRooms, Filter and Allocate are pure computation and allocate nothing beyond appending to
+// their slices; Info and Prepare are the plugin (plugin.go), which plugins/machineroom/wasm
+// registers.
 package machineroom
 
 import (

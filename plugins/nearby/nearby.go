@@ -9,7 +9,8 @@
 // or empty room fails every member, naming the first bad queue, else the first bad consumer, as
 // Java's IllegalArgumentException does; a room of spaces is a room.
 //
-// The package is pure computation: no I/O, no goroutines. A Group is not safe for concurrent use.
+// New and Group are pure computation: no I/O, no goroutines; a Group is not safe for concurrent
+// use. Info and Prepare are the plugin (plugin.go), which plugins/nearby/wasm registers.
 package nearby
 
 import (

@@ -22,6 +22,9 @@ var Info = plugin.Info{
 	},
 }
 
+// Prepare reads the inner strategy once per request, and resolves the rooms on the first member
+// asked about (after Java's argument check, which comes first even for a group without rooms);
+// each member's answer then comes from the same Group.
 func Prepare(v *abi.View) (plugin.Func, error) {
 	innerName, _ := v.Config(rocketmq.ConfigInner)
 	vnodes, _ := v.Config(rocketmq.ConfigVnodes)
