@@ -67,8 +67,9 @@ type Options struct {
 	// (testdata/rocketmq-java-vectors-small.jsonl); the plugin must match the vectors of its
 	// strategy.
 	Vectors string
-	// Strategy selects the vectors: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH. Empty infers it from
-	// the plugin's name (averagely, circle, hash).
+	// Strategy selects the vectors: AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG, MACHINE_ROOM or
+	// MACHINE_ROOM_NEARBY (Strategies). Empty infers it from the plugin's name (averagely,
+	// circle, hash, config, machineroom, nearby).
 	Strategy string
 	// Concurrency is the number of goroutines of the determinism phase (default 4), so a pooled
 	// plugin answers from several instances.

@@ -21,6 +21,9 @@ const (
 
 var strategies = []string{StrategyAvg, StrategyAvgByCircle, StrategyConsistentHash, StrategyConfig, StrategyMachineRoom, StrategyNearby}
 
+// Strategies lists the strategies of the recorded vectors, as Options.Strategy names them.
+func Strategies() []string { return slices.Clone(strategies) }
+
 // StrategyFor infers the vector strategy from a plugin name: averagely, circle, hash, config,
 // machineroom and nearby are the built-in plugins of AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG,
 // MACHINE_ROOM and MACHINE_ROOM_NEARBY. It returns "" for other names.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	scenarios := fs.Int("scenarios", 40, "number of generated scenarios")
 	reference := fs.String("reference", "", "compare every answer with this plugin (NAME or PATH.wasm)")
 	vectors := fs.String("vectors", "", "compare with the recorded RocketMQ vectors of this JSON-lines file")
-	strategy := fs.String("strategy", "", "vector strategy: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH (default: from the plugin's name)")
+	strategy := fs.String("strategy", "", "vector strategy: "+strings.Join(harness.Strategies(), ", ")+" (default: from the plugin's name)")
 	jsonOut := fs.Bool("json", false, "write the report as JSON")
 	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
@@ -77,10 +78,8 @@ printing the smallest scenario that shows each failure.`)
 		}
 		opts.StabilityQueues, opts.StabilityConsumers = nq, nc
 	}
-	switch opts.Strategy {
-	case "", harness.StrategyAvg, harness.StrategyAvgByCircle, harness.StrategyConsistentHash:
-	default:
-		return usageErr("--strategy %q: want AVG, AVG_BY_CIRCLE or CONSISTENT_HASH", *strategy)
+	if opts.Strategy != "" && !slices.Contains(harness.Strategies(), opts.Strategy) {
+		return usageErr("--strategy %q: want one of %s", *strategy, strings.Join(harness.Strategies(), ", "))
 	}
 
 	log, err := newLogger(stderr, *logLevel, false)

@@ -225,3 +225,16 @@ func TestCheckUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRoomsVectorsCanFail: `allocd check --vectors` with another strategy's room vectors (the
+// nearby plugin against MACHINE_ROOM's, which it reads no set of rooms for) fails the vectors
+// check with exit status 1.
+func TestCheckRoomsVectorsCanFail(t *testing.T) {
+	stdout, stderr, status := checkRun(t, "nearby", "--scenarios", "2", "--json", "--vectors", roomsVectorsFile, "--strategy", "machine_room")
+	if status != 1 {
+		t.Fatalf("exit status %d\n%s\n%s", status, stdout, stderr)
+	}
+	if r := parseReport(t, stdout); r.status(harness.CheckVectors) != harness.Fail || r.status(harness.CheckErrors) != harness.Pass {
+		t.Fatalf("checks %+v", r.Checks)
+	}
+}

@@ -1,6 +1,7 @@
 package rocketmq
 
 import (
+	"cmp"
 	"strings"
 	"unicode/utf8"
 )
@@ -20,10 +21,10 @@ func CompareJava(a, b string) int {
 		i++
 	}
 	if i == n {
-		return compareInts(len(a), len(b))
+		return cmp.Compare(len(a), len(b))
 	}
 	if a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf {
-		return compareInts(int(a[i]), int(b[i]))
+		return cmp.Compare(a[i], b[i])
 	}
 	// The strings agree up to i, so they agree on where the character holding byte i starts.
 	for i > 0 && !(utf8.RuneStart(a[i]) && utf8.RuneStart(b[i])) {
@@ -34,10 +35,10 @@ func CompareJava(a, b string) int {
 	if ra == rb {
 		return strings.Compare(a, b)
 	}
-	if c := compareInts(int(firstUnit(ra)), int(firstUnit(rb))); c != 0 {
+	if c := cmp.Compare(firstUnit(ra), firstUnit(rb)); c != 0 {
 		return c
 	}
-	return compareInts(int(ra), int(rb)) // two characters above U+FFFF: code point order is UTF-16 order
+	return cmp.Compare(ra, rb) // two characters above U+FFFF: code point order is UTF-16 order
 }
 
 // firstUnit is the first UTF-16 code unit of r: r itself in the BMP, else its high surrogate.
@@ -46,16 +47,6 @@ func firstUnit(r rune) rune {
 		return r
 	}
 	return 0xD800 + (r-0x10000)>>10
-}
-
-func compareInts(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // BrokerRoom splits a broker name on "@" as Java's brokerName.split("@") does and returns the
