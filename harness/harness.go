@@ -13,9 +13,11 @@
 // in cidAll gets nothing; every queue is given to someone unless the plugin declares "partial";
 // the same request gets the same answer again, on other instances, concurrently, in any order, and
 // whether a consumer is asked about alone or with the whole group; per-member counts differ by at
-// most one when the plugin promises "balanced"; and when one consumer joins or leaves, no queue
-// moves between two consumers present before and after when the plugin promises "sticky" (beyond
-// what the new per-member counts force). Queue movement, latency and memory growth are reported
+// most one when the plugin promises "balanced"; a queue of a zone with members goes to one of them
+// when it promises "zoned" (its scenarios then give every queue and consumer a zone); and when one
+// consumer joins or leaves, no queue moves between two consumers present before and after when the
+// plugin promises "sticky" (beyond what the new per-member counts force). A plugin given no
+// config is bound with its self-described checkConfig. Queue movement, latency and memory growth are reported
 // as figures. Options.Reference compares every answer with another plugin, Options.Vectors with
 // recorded RocketMQ vectors.
 //

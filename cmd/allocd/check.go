@@ -41,7 +41,7 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 Checks a strategy plugin (NAME in --plugins-dir, or PATH.wasm) over generated consumer groups: no
 failed calls, no queue given to two consumers, every queue given to someone (unless the plugin
 declares "partial"), the same answer to the same request on any instance and in any order, balance
-when it promises "balanced", no queue moved between remaining consumers on a join or leave when it
+when it promises "balanced", queues kept in their zone when it promises "zoned", no queue moved between remaining consumers on a join or leave when it
 promises "sticky"; and reports queue movement, latency and memory. Exits 1 when a check fails,
 printing the smallest scenario that shows each failure.`)
 		fs.PrintDefaults()
