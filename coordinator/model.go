@@ -183,6 +183,9 @@ func normalizeBinding(b Binding) (Binding, error) {
 	if err := checkOrderly(b); err != nil {
 		return b, err
 	}
+	if err := checkHandoff(&b); err != nil {
+		return b, err
+	}
 	if b.Config == nil {
 		b.Config = map[string]string{}
 	} else {
@@ -213,7 +216,7 @@ func usesPlugin(b Binding) bool { return b.Model == Clustering && b.Delivery == 
 
 func equalBinding(a, b Binding) bool {
 	return a.Strategy == b.Strategy && a.Model == b.Model && a.Delivery == b.Delivery && a.Orderly == b.Orderly &&
-		maps.Equal(a.Config, b.Config)
+		handoffMode(a) == handoffMode(b) && a.RevokeTimeout == b.RevokeTimeout && maps.Equal(a.Config, b.Config)
 }
 
 // Heartbeat is what a member reports about itself.

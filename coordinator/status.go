@@ -62,6 +62,7 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 			at := st.gen.At
 			ts.PublishedAt = &at
 			ts.Assignment = byCID(st.gen.Assignment, st.gen.CIDs)
+			ts.Handoffs = handoffsByCID(st.gen)
 		}
 		s.Topics[name] = ts
 	}
