@@ -135,7 +135,7 @@ type group struct {
 	fenced  map[string]fence   // client ids replaced by a restarted static member
 	// departed says why member keys left, for the history's triggers (history.go).
 	departed map[string]departure
-	topics  map[string]*topicState
+	topics   map[string]*topicState
 	// changed is closed and replaced whenever one of the group's generations changes.
 	changed chan struct{}
 }
