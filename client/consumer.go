@@ -275,7 +275,7 @@ func (c *Consumer) Current(topic string) (Assignment, bool) {
 
 // beat sends one heartbeat and applies its answer.
 func (c *Consumer) beat(ctx context.Context) error {
-	hb := Heartbeat{CID: c.cid, Topics: c.topics, InstanceID: c.opts.InstanceID, Labels: c.opts.Labels}
+	hb := Heartbeat{CID: c.cid, Topics: c.topics, InstanceID: c.opts.InstanceID, Labels: c.opts.Labels, Confirms: true}
 	c.mu.Lock()
 	hb.Generations = c.appliedLocked()
 	c.seq++

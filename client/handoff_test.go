@@ -35,6 +35,10 @@ func TestConsumerRevokedCallbackBeforeTheHandoff(t *testing.T) {
 	}
 	defer c1.Close(ctx)
 	until(t, c1.Assignments(), hasIDs(0, 1, 2, 3))
+	go func() {
+		for range c1.Assignments() { // a reader keeps reading
+		}
+	}()
 	c2 := e.c.NewConsumer("g", "c2", []string{"T"}, client.ConsumerOptions{HeartbeatInterval: never})
 	if err := c2.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -154,6 +154,7 @@ type member struct {
 	hasWeight          bool
 	lastSeen           time.Time
 	applied            map[string]int64
+	confirms           bool // it confirms revocations (handoff.go)
 }
 
 // topicState is one (group, topic): its generation and what is pending for it.

@@ -126,6 +126,18 @@ func (c *Coordinator) live(g *group, key string, now time.Time) bool {
 	return g.keys[key] != nil || now.Before(c.graceUntil)
 }
 
+// waitsFor reports whether a handoff waits for a member key to let its queues go: a live member
+// that confirms revocations, or one that may still come back during the restart grace. A
+// member that never confirms (an HTTP client that reports no generations) could not release
+// a queue before its revoke timeout; it is handed off eagerly instead, as Kafka falls back to
+// the eager protocol for a member that does not support the cooperative one.
+func (c *Coordinator) waitsFor(g *group, key string, now time.Time) bool {
+	if m := g.keys[key]; m != nil {
+		return m.confirms
+	}
+	return now.Before(c.graceUntil)
+}
+
 // cooperate turns a freshly computed generation into what members may be told under b: in
 // cooperative mode, the strategy's answer minus the queues another live member may still hold.
 func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, now time.Time) {
@@ -141,7 +153,7 @@ func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation,
 func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, now time.Time) {
 	holders := map[abi.Queue][]string{}
 	for key, set := range st.ho.holds {
-		if !c.live(g, key, now) {
+		if !c.waitsFor(g, key, now) {
 			continue
 		}
 		for q := range set {

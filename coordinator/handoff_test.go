@@ -149,8 +149,9 @@ func TestCooperativeLeaveAndExpiryRelease(t *testing.T) {
 		t.Fatalf("generation 4 trigger %+v", tr)
 	}
 
-	// Expiry: c2 confirms nothing and goes silent; c3 joins and gets c2's queues only when
-	// c2's session ends.
+	// Expiry: c2 confirms what it has, then goes silent; c3 joins and gets c2's queues only
+	// when c2's session ends.
+	e.confirm("c2", e.gen("g", "T"))
 	e.hb("g", "c3", "T")
 	e.advance(time.Second)
 	n := e.gen("g", "T")
@@ -316,5 +317,36 @@ func TestHistoryAgeRetention(t *testing.T) {
 	e.advance(time.Second)
 	if h := e.history(0, 0); len(h.Entries) != 1 || h.Entries[0].Generation != 2 {
 		t.Fatalf("history %+v", h)
+	}
+}
+
+// A member that never confirms (no generations reported, no confirms flag) cannot release a
+// queue: it is handed off eagerly rather than held up for a revoke timeout and removed.
+func TestMemberThatNeverConfirmsIsHandedOffEagerly(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 4)
+	e.group("g", "averagely")
+	e.hb("g", "c1", "T")
+	e.advance(time.Second)
+	e.hb("g", "c2", "T")
+	e.advance(time.Second)
+	if got := e.told(); !slices.Equal(got["c2"], []int32{2, 3}) || len(e.status("g").Topics["T"].Handoffs) != 0 {
+		t.Fatalf("told %v", got)
+	}
+	// One that says it confirms is waited for, from its first heartbeat on.
+	if _, err := e.c.Heartbeat("g", coordinator.Heartbeat{CID: "c3", Topics: []string{"T"}, Confirms: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Second)
+	e.hb("g", "c4", "T")
+	e.advance(time.Second)
+	st := e.status("g")
+	if hs := st.Topics["T"].Handoffs; len(hs) != 1 || hs[0].From != "c3" || hs[0].To != "c4" {
+		t.Fatalf("handoffs %+v, told %v", hs, e.told())
+	}
+	for _, m := range st.Members {
+		if m.Confirms != (m.CID == "c3") {
+			t.Fatalf("member %s confirms: %v", m.CID, m.Confirms)
+		}
 	}
 }

@@ -75,6 +75,7 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		c.update(g, m, topics, hb.Labels, now)
 	}
 	m.lastSeen = now
+	m.confirms = m.confirms || hb.Confirms || len(hb.Generations) > 0
 	if len(hb.Generations) > 0 || len(m.applied) > 0 {
 		m.applied = maps.Clone(hb.Generations)
 		c.confirmApplied(g, m)

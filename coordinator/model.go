@@ -230,6 +230,10 @@ type Heartbeat struct {
 	// Offsets are, per auto-scaled topic, the offsets of the queues the member owns: they tell
 	// the auto-scaler when a queue to remove is drained (autoscale.go).
 	Offsets map[string][]QueueOffset `json:"offsets,omitempty"`
+	// Confirms says the member reports a generation in Generations only once it has stopped
+	// work on the queues the generation took away: cooperative handoff waits for it. A member
+	// that never says so nor reports a generation is handed off eagerly (handoff.go).
+	Confirms bool `json:"confirms,omitempty"`
 }
 
 // Check validates a heartbeat, naming the first bad value.

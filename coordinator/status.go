@@ -38,7 +38,7 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 	for _, m := range g.members {
 		ms := MemberStatus{
 			CID: m.cid, InstanceID: m.instance, Topics: slices.Clone(m.topics), Labels: maps.Clone(m.labels),
-			LastHeartbeat: m.lastSeen.UTC(), Generations: maps.Clone(m.applied),
+			LastHeartbeat: m.lastSeen.UTC(), Generations: maps.Clone(m.applied), Confirms: m.confirms,
 		}
 		if ms.Topics == nil {
 			ms.Topics = []string{}

@@ -91,6 +91,8 @@ type MemberStatus struct {
 	LastHeartbeat time.Time         `json:"lastHeartbeat"`
 	// Generations are what the member reported having applied.
 	Generations map[string]int64 `json:"generations"`
+	// Confirms: the member confirms revocations, so cooperative handoffs wait for it.
+	Confirms bool `json:"confirms,omitempty"`
 }
 
 // TopicStatus is one (group, topic).

@@ -1,0 +1,278 @@
+package main_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/client"
+	"github.com/allocd/allocd/internal/wasmbuild"
+	"github.com/allocd/allocd/model"
+)
+
+// handoffGroup starts a daemon with topic T of 64 queues on two brokers and group g bound to
+// averagely in the given handoff mode.
+func handoffGroup(t testing.TB, d *daemon, mode string, queues int) []abi.Queue {
+	per := queues / 2
+	d.must(http.StatusCreated, "PUT", "/v1/topics/T", fmt.Sprintf(`{"brokers":[{"name":"broker-a","readQueues":%d,"writeQueues":%d},{"name":"broker-b","readQueues":%d,"writeQueues":%d}]}`, per, per, per, per), nil)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", `{"strategy":"averagely","handoff":"`+mode+`"}`, nil)
+	var all []abi.Queue
+	for _, b := range []string{"broker-a", "broker-b"} {
+		for i := range per {
+			all = append(all, abi.Queue{Topic: "T", BrokerName: b, QueueID: int32(i)})
+		}
+	}
+	return all
+}
+
+// waitStable waits until the generation in force hands out every queue to exactly the live
+// members, holds nothing back, and every live member that is not stuck has applied it.
+func waitStable(t testing.TB, d *daemon, s *sim, queues int, live ...*simMember) int64 {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		var st client.GroupStatus
+		code, b := d.raw("GET", "/v1/groups/g", "")
+		if code == http.StatusOK && jsonInto(b, &st) == nil {
+			ts := st.Topics["T"]
+			n, ok := 0, !ts.Pending && len(ts.Handoffs) == 0 && ts.Generation > 0 && len(ts.Assignment) == len(live)
+			for _, qs := range ts.Assignment {
+				n += len(qs)
+			}
+			for _, m := range live {
+				if _, in := ts.Assignment[m.cid]; !in || !m.stuck.Load() && m.appliedGen() != ts.Generation {
+					ok = false
+				}
+			}
+			if ok && n == queues {
+				return ts.Generation
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not settle: %s", b)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the API for a state, not waiting for a timer
+	}
+}
+
+// readHistory reads every retained generation of g/T, oldest first.
+func readHistory(t testing.TB, d *daemon) []model.HistoryEntry {
+	t.Helper()
+	var all []model.HistoryEntry
+	before := int64(0)
+	for {
+		var h model.History
+		path := "/v1/groups/g/history?topic=T&limit=100"
+		if before > 0 {
+			path += fmt.Sprintf("&before=%d", before)
+		}
+		d.must(http.StatusOK, "GET", path, "", &h)
+		all = append(all, h.Entries...)
+		if h.Next == 0 {
+			break
+		}
+		before = h.Next
+	}
+	slices.Reverse(all)
+	return all
+}
+
+// removals maps each member the daemon removed for not confirming in time to the first
+// generation published after its removal.
+func removals(hist []model.HistoryEntry) map[string]int64 {
+	out := map[string]int64{}
+	for _, e := range hist {
+		ids := slices.Clone(e.Trigger.Removed)
+		for _, r := range e.Trigger.Released {
+			if r.Reason == model.ReleaseRevokeTimeout {
+				ids = append(ids, r.Member)
+			}
+		}
+		for _, id := range ids {
+			if _, ok := out[id]; !ok {
+				out[id] = e.Generation
+			}
+		}
+	}
+	return out
+}
+
+func TestHandoffCooperativeKeepsTheInvariant(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
+	const nq = 64
+	all := handoffGroup(t, d, "cooperative", nq)
+	s := newSim(t, d.url, "g", "T", 300*time.Millisecond)
+	ms := map[string]*simMember{}
+	var live []*simMember
+	join := func(cid string) {
+		ms[cid] = s.join(cid, 300*time.Millisecond, uint64(len(ms)+1))
+		live = append(live, ms[cid])
+	}
+	drop := func(cid string) {
+		live = slices.DeleteFunc(live, func(m *simMember) bool { return m.cid == cid })
+	}
+	for i := 1; i <= 8; i++ {
+		join(fmt.Sprintf("m%d", i))
+	}
+	waitStable(t, d, s, nq, live...)
+
+	ms["m8"].leave() // a leave
+	drop("m8")
+	waitStable(t, d, s, nq, live...)
+	ms["m7"].crash() // a session expiry
+	drop("m7")
+	waitStable(t, d, s, nq, live...)
+	join("m9") // a join
+	waitStable(t, d, s, nq, live...)
+	// m3 stops confirming; m10's join takes queues from it: the revoke timeout removes m3, which
+	// learns it from a refused heartbeat and joins again once its fence ends.
+	ms["m3"].stuck.Store(true)
+	join("m10")
+	waitStable(t, d, s, nq, live...)
+	final := waitStable(t, d, s, nq, live...)
+	for _, m := range live {
+		m.stop()
+	}
+
+	events := s.log()
+	hist := readHistory(t, d)
+	rm := removals(hist)
+	if _, ok := rm["m3"]; !ok {
+		t.Fatalf("m3 was not removed for not confirming; removals %v", rm)
+	}
+	r := replay(events, rm, all, events[0].at)
+	if r.overlaps != 0 {
+		t.Fatalf("cooperative handoff: %d instants with a queue held twice, such as %v", r.overlaps, r.examples)
+	}
+	t.Logf("%d events, %d generations; longest without an owner: %v (%s)", len(events), len(hist), r.maxNoOwner, r.noOwnerAt)
+
+	checkHistory(t, d, hist, events, final, all)
+	want := map[string][]string{}
+	for _, e := range hist {
+		add := func(k string, ids []string) { want[k] = append(want[k], ids...) }
+		add("joined", e.Trigger.Joined)
+		add("left", e.Trigger.Left)
+		add("expired", e.Trigger.Expired)
+		add("removed", e.Trigger.Removed)
+		for _, rl := range e.Trigger.Released {
+			add("released "+rl.Reason, []string{rl.Member})
+		}
+	}
+	for k, ids := range map[string][]string{
+		"joined": {"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9", "m10"}, "left": {"m8"}, "expired": {"m7"},
+		"removed": {"m3"}, "released revokeTimeout": {"m3"}, "released confirmed": {"m1"},
+	} {
+		for _, id := range ids {
+			if !slices.Contains(want[k], id) {
+				t.Errorf("no generation's trigger says %s %s (it says %v)", id, k, want[k])
+			}
+		}
+	}
+}
+
+// checkHistory replays the history's moves and compares them with every answer the members
+// received, and each queue's explain with the history.
+func checkHistory(t *testing.T, d *daemon, hist []model.HistoryEntry, events []simEvent, final int64, all []abi.Queue) {
+	t.Helper()
+	if len(hist) == 0 || hist[0].Generation != 1 || hist[len(hist)-1].Generation != final {
+		t.Fatalf("history holds %d entries, want generations 1..%d", len(hist), final)
+	}
+	owner := map[abi.Queue]string{}
+	told := map[int64]map[string][]abi.Queue{} // generation -> member -> queues, replayed
+	for i, e := range hist {
+		if e.Generation != int64(i+1) {
+			t.Fatalf("history skips from %d to %d", i, e.Generation)
+		}
+		if e.Trigger.Causes == nil || e.At.IsZero() || e.Plugin != "averagely" || e.PluginVersion == "" {
+			t.Errorf("generation %d lacks a trigger, time or plugin: %+v", e.Generation, e)
+		}
+		for _, m := range e.Moves {
+			if owner[m.Queue] != m.From {
+				t.Fatalf("generation %d moves %s from %q, but the history gave it to %q", e.Generation, m.Queue, m.From, owner[m.Queue])
+			}
+			owner[m.Queue] = m.To
+		}
+		told[e.Generation] = map[string][]abi.Queue{}
+		for _, q := range all {
+			if o := owner[q]; o != "" {
+				told[e.Generation][o] = append(told[e.Generation][o], q)
+			}
+		}
+	}
+	checked := 0
+	for _, e := range events {
+		if e.kind != evTold {
+			continue
+		}
+		got, want := slices.Clone(e.queues), told[e.gen][e.member]
+		slices.SortFunc(got, abi.CompareQueues)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s was told %v in generation %d; the history says %v", e.member, got, e.gen, want)
+		}
+		checked++
+	}
+	t.Logf("%d answers match the history", checked)
+
+	var st client.GroupStatus
+	d.must(http.StatusOK, "GET", "/v1/groups/g", "", &st)
+	for _, q := range all {
+		var ex model.Explanation
+		d.must(http.StatusOK, "GET", "/v1/groups/g/explain?"+url.Values{"topic": {"T"}, "brokerName": {q.BrokerName}, "queueId": {fmt.Sprint(q.QueueID)}}.Encode(), "", &ex)
+		var want []model.Move
+		var gens []int64
+		for _, e := range hist {
+			for _, m := range e.Moves {
+				if m.Queue == q {
+					want = append(want, m)
+					gens = append(gens, e.Generation)
+				}
+			}
+		}
+		if len(ex.Changes) != len(want) {
+			t.Fatalf("explain of %s tells %d changes, the history %d", q, len(ex.Changes), len(want))
+		}
+		for i, ch := range ex.Changes {
+			if ch.Generation != gens[i] || ch.From != want[i].From || ch.To != want[i].To || ch.Summary == "" {
+				t.Fatalf("explain of %s, change %d: %+v; history: generation %d %+v", q, i, ch, gens[i], want[i])
+			}
+		}
+		if !slices.Contains(st.Topics["T"].Assignment[ex.Owner], q) {
+			t.Fatalf("explain says %s owns %s; the group's status disagrees", ex.Owner, q)
+		}
+	}
+}
+
+// The same kind of run in eager mode: members told at once apply later, and the checker sees
+// two members holding the same queues.
+func TestHandoffEagerTripsTheChecker(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
+	const nq = 64
+	all := handoffGroup(t, d, "eager", nq)
+	s := newSim(t, d.url, "g", "T", 300*time.Millisecond)
+	var live []*simMember
+	for i := 1; i <= 8; i++ {
+		live = append(live, s.join(fmt.Sprintf("m%d", i), 300*time.Millisecond, uint64(i)))
+		waitStable(t, d, s, nq, live...)
+	}
+	final := waitStable(t, d, s, nq, live...)
+	for _, m := range live {
+		m.stop()
+	}
+	events := s.log()
+	r := replay(events, nil, all, events[0].at)
+	if r.overlaps == 0 || r.doubleQS == 0 {
+		t.Fatalf("eager handoff with apply delays: the checker found no overlap (%d events)", len(events))
+	}
+	t.Logf("eager: %d instants with a queue held twice (%.2f queue-seconds), such as %v", r.overlaps, r.doubleQS, r.examples[0])
+	hist := readHistory(t, d)
+	checkHistory(t, d, hist, events, final, all)
+	for _, e := range hist {
+		if e.Handoff != model.HandoffEager || len(e.Pending) != 0 {
+			t.Fatalf("eager generation %d: %+v", e.Generation, e)
+		}
+	}
+}
