@@ -115,9 +115,9 @@ type topicState struct {
 	have      bool // a generation has been received
 	gen       int64
 	queues    []Queue
-	recvSeq   uint64 // c.seq when gen was received
-	resetSeq  uint64 // c.seq when the daemon was last seen to go back: older answers are stale
-	delivered int64  // the generation last received from Assignments
+	recvSeq   uint64  // c.seq when gen was received
+	resetSeq  uint64  // c.seq when the daemon was last seen to go back: older answers are stale
+	delivered int64   // the generation last received from Assignments
 	held      []Queue // the queues of the generation last delivered, less those revoked since
 }
 

@@ -380,5 +380,4 @@ func replay(events []simEvent, removedAt map[string]int64, queues []abi.Queue, f
 	return r
 }
 
-
 func jsonInto(b []byte, v any) error { return json.Unmarshal(b, v) }
