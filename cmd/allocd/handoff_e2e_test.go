@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,12 +15,18 @@ import (
 	"github.com/allocd/allocd/model"
 )
 
-// handoffGroup starts a daemon with topic T of 64 queues on two brokers and group g bound to
-// averagely in the given handoff mode.
-func handoffGroup(t testing.TB, d *daemon, mode string, queues int) []abi.Queue {
-	per := queues / 2
-	d.must(http.StatusCreated, "PUT", "/v1/topics/T", fmt.Sprintf(`{"brokers":[{"name":"broker-a","readQueues":%d,"writeQueues":%d},{"name":"broker-b","readQueues":%d,"writeQueues":%d}]}`, per, per, per, per), nil)
-	d.must(http.StatusCreated, "PUT", "/v1/groups/g", `{"strategy":"averagely","handoff":"`+mode+`"}`, nil)
+// handoffGroup declares topic T of n queues on two brokers and group g bound to averagely in
+// the given handoff mode, and returns the queues.
+func handoffGroup(tb testing.TB, c *client.Client, mode client.HandoffMode, n int) []abi.Queue {
+	tb.Helper()
+	ctx := context.Background()
+	per := n / 2
+	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: per, WriteQueues: per}, {Name: "broker-b", ReadQueues: per, WriteQueues: per}}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.PutGroup(ctx, "g", client.Binding{Strategy: "averagely", Handoff: mode}); err != nil {
+		tb.Fatal(err)
+	}
 	var all []abi.Queue
 	for _, b := range []string{"broker-a", "broker-b"} {
 		for i := range per {
@@ -31,13 +38,12 @@ func handoffGroup(t testing.TB, d *daemon, mode string, queues int) []abi.Queue 
 
 // waitStable waits until the generation in force hands out every queue to exactly the live
 // members, holds nothing back, and every live member that is not stuck has applied it.
-func waitStable(t testing.TB, d *daemon, s *sim, queues int, live ...*simMember) int64 {
-	t.Helper()
+func waitStable(tb testing.TB, c *client.Client, queues int, live ...*simMember) int64 {
+	tb.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		var st client.GroupStatus
-		code, b := d.raw("GET", "/v1/groups/g", "")
-		if code == http.StatusOK && jsonInto(b, &st) == nil {
+		st, err := c.GetGroup(context.Background(), "g")
+		if err == nil {
 			ts := st.Topics["T"]
 			n, ok := 0, !ts.Pending && len(ts.Handoffs) == 0 && ts.Generation > 0 && len(ts.Assignment) == len(live)
 			for _, qs := range ts.Assignment {
@@ -53,7 +59,7 @@ func waitStable(t testing.TB, d *daemon, s *sim, queues int, live ...*simMember)
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the group did not settle: %s", b)
+			tb.Fatalf("the group did not settle: %+v %v", st.Topics["T"], err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling the API for a state, not waiting for a timer
 	}
@@ -104,7 +110,8 @@ func removals(hist []model.HistoryEntry) map[string]int64 {
 func TestHandoffCooperativeKeepsTheInvariant(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
 	const nq = 64
-	all := handoffGroup(t, d, "cooperative", nq)
+	c := client.New(d.url)
+	all := handoffGroup(t, c, client.HandoffCooperative, nq)
 	s := newSim(t, d.url, "g", "T", 300*time.Millisecond)
 	ms := map[string]*simMember{}
 	var live []*simMember
@@ -118,22 +125,22 @@ func TestHandoffCooperativeKeepsTheInvariant(t *testing.T) {
 	for i := 1; i <= 8; i++ {
 		join(fmt.Sprintf("m%d", i))
 	}
-	waitStable(t, d, s, nq, live...)
+	waitStable(t, c, nq, live...)
 
 	ms["m8"].leave() // a leave
 	drop("m8")
-	waitStable(t, d, s, nq, live...)
+	waitStable(t, c, nq, live...)
 	ms["m7"].crash() // a session expiry
 	drop("m7")
-	waitStable(t, d, s, nq, live...)
+	waitStable(t, c, nq, live...)
 	join("m9") // a join
-	waitStable(t, d, s, nq, live...)
+	waitStable(t, c, nq, live...)
 	// m3 stops confirming; m10's join takes queues from it: the revoke timeout removes m3, which
 	// learns it from a refused heartbeat and joins again once its fence ends.
 	ms["m3"].stuck.Store(true)
 	join("m10")
-	waitStable(t, d, s, nq, live...)
-	final := waitStable(t, d, s, nq, live...)
+	waitStable(t, c, nq, live...)
+	final := waitStable(t, c, nq, live...)
 	for _, m := range live {
 		m.stop()
 	}
@@ -251,14 +258,15 @@ func checkHistory(t *testing.T, d *daemon, hist []model.HistoryEntry, events []s
 func TestHandoffEagerTripsTheChecker(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
 	const nq = 64
-	all := handoffGroup(t, d, "eager", nq)
+	c := client.New(d.url)
+	all := handoffGroup(t, c, client.HandoffEager, nq)
 	s := newSim(t, d.url, "g", "T", 300*time.Millisecond)
 	var live []*simMember
 	for i := 1; i <= 8; i++ {
 		live = append(live, s.join(fmt.Sprintf("m%d", i), 300*time.Millisecond, uint64(i)))
-		waitStable(t, d, s, nq, live...)
+		waitStable(t, c, nq, live...)
 	}
-	final := waitStable(t, d, s, nq, live...)
+	final := waitStable(t, c, nq, live...)
 	for _, m := range live {
 		m.stop()
 	}

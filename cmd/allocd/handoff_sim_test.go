@@ -280,6 +280,8 @@ type replayReport struct {
 	doubleQS    float64  // queue-seconds during which a queue had two or more holders
 	maxNoOwner  time.Duration
 	noOwnerAt   string
+	noOwnerSum  time.Duration // over every stretch without an owner
+	noOwnerN    int
 	toldChecked int
 }
 
@@ -370,7 +372,10 @@ func replay(events []simEvent, removedAt map[string]int64, queues []abi.Queue, f
 			case len(hs[q]) == 0 && !waiting:
 				noOwnerSince[q] = e.at
 			case len(hs[q]) > 0 && waiting:
-				if d := e.at.Sub(since); d > r.maxNoOwner {
+				d := e.at.Sub(since)
+				r.noOwnerSum += d
+				r.noOwnerN++
+				if d > r.maxNoOwner {
 					r.maxNoOwner, r.noOwnerAt = d, fmt.Sprintf("%s until %s's event %d (generation %d)", q, e.member, e.kind, e.gen)
 				}
 				delete(noOwnerSince, q)
@@ -379,5 +384,3 @@ func replay(events []simEvent, removedAt map[string]int64, queues []abi.Queue, f
 	}
 	return r
 }
-
-func jsonInto(b []byte, v any) error { return json.Unmarshal(b, v) }
