@@ -290,6 +290,11 @@ func (c *Consumer) beat(ctx context.Context) error {
 		c.report(ctx, err)
 		return err
 	}
+	if a.Lost {
+		// A session this consumer had ended (it expired, or the daemon removed it): whatever
+		// it was told is no longer its own.
+		c.lost()
+	}
 	c.apply(a, sent)
 	c.mu.Lock()
 	close(c.beaten)

@@ -72,6 +72,9 @@ type Heartbeat struct {
 type MemberAssignment struct {
 	Generations map[string]int64   `json:"generations"`
 	Queues      map[string][]Queue `json:"assignment"`
+	// Lost: the daemon had ended the member's previous session (expired, or removed for not
+	// confirming a revocation); what it was told before is no longer its own.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // PluginStatus is one strategy plugin as the daemon's registry reports it.

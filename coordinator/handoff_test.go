@@ -350,3 +350,35 @@ func TestMemberThatNeverConfirmsIsHandedOffEagerly(t *testing.T) {
 		}
 	}
 }
+
+// A member whose session the daemon ended is told so when it comes back; one that left, or
+// that comes back after a daemon restart, is not.
+func TestHeartbeatSaysASessionWasLost(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 4)
+	e.group("g", "averagely")
+	if a := e.hb("g", "c1", "T"); a.Lost {
+		t.Fatal("a first heartbeat says lost")
+	}
+	e.hb("g", "c2", "T")
+	for range 11 {
+		e.hb("g", "c2", "T")
+		e.advance(time.Second)
+	}
+	if a := e.hb("g", "c1", "T"); !a.Lost {
+		t.Fatal("an expired member's return does not say lost")
+	}
+	if a := e.hb("g", "c1", "T"); a.Lost {
+		t.Fatal("the next heartbeat says lost again")
+	}
+	if _, err := e.c.Leave("g", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if a := e.hb("g", "c1", "T"); a.Lost {
+		t.Fatal("a member that left is told it lost its session")
+	}
+	e.restart()
+	if a := e.hb("g", "c2", "T"); a.Lost {
+		t.Fatal("a member is told it lost its session after a daemon restart")
+	}
+}

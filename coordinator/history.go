@@ -106,6 +106,17 @@ func (c *Coordinator) depart(g *group, m *member, reason string, now time.Time) 
 	c.removeMember(g, m, now)
 }
 
+// lostSession reports whether a joining member's key lost its previous session to the daemon
+// (expired or removed) rather than leaving.
+func (g *group) lostSession(hb Heartbeat) bool {
+	key := hb.CID
+	if hb.InstanceID != "" {
+		key = hb.InstanceID
+	}
+	d, ok := g.departed[key]
+	return ok && d.reason != model.ReleaseLeft
+}
+
 // departReason is why a member key is gone, model.ReleaseLeft when nobody said.
 func (g *group) departReason(key string) string {
 	if d, ok := g.departed[key]; ok {

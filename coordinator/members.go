@@ -15,6 +15,10 @@ import (
 type Assignment struct {
 	Generations map[string]int64       `json:"generations"`
 	Queues      map[string][]abi.Queue `json:"assignment"`
+	// Lost: this heartbeat started a new session for a member whose previous one the daemon
+	// ended (it expired, or was removed for not confirming a revocation): whatever it was told
+	// before is no longer its own, and it must let go of every queue it held.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Newer reports whether some topic's generation is newer than after.
@@ -66,6 +70,7 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		c.depart(g, m, model.ReleaseLeft, now)
 		m = nil
 	}
+	lost := m == nil && g.lostSession(hb)
 	if m == nil {
 		var err error
 		if m, err = c.join(g, hb, topics, now); err != nil {
@@ -81,7 +86,9 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		c.confirmApplied(g, m)
 	}
 	c.scaleHeartbeat(g, m, &hb, now)
-	return c.view(g, m.key, m.topics), nil
+	a := c.view(g, m.key, m.topics)
+	a.Lost = lost
+	return a, nil
 }
 
 func newMember(hb Heartbeat, topics []string, now time.Time) *member {

@@ -49,9 +49,10 @@ func rollingRestart(b *testing.B, mode client.HandoffMode, members, queues int) 
 	for _, m := range live {
 		m.stop()
 	}
-	r := replay(s.log(), nil, all, start)
+	hist := readHistory(b, c)
+	r := replay(s.log(), removals(hist), all, start)
 	if mode == client.HandoffCooperative && r.overlaps > 0 {
-		b.Fatalf("cooperative: %d instants with a queue held twice, such as %v", r.overlaps, r.examples)
+		b.Fatalf("cooperative: %d instants with a queue held twice, such as %v; removals %v", r.overlaps, r.examples, removals(hist))
 	}
 	mean := time.Duration(0)
 	if r.noOwnerN > 0 {

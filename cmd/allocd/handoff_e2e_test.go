@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,17 +68,15 @@ func waitStable(tb testing.TB, c *client.Client, queues int, live ...*simMember)
 }
 
 // readHistory reads every retained generation of g/T, oldest first.
-func readHistory(t testing.TB, d *daemon) []model.HistoryEntry {
-	t.Helper()
+func readHistory(tb testing.TB, c *client.Client) []model.HistoryEntry {
+	tb.Helper()
 	var all []model.HistoryEntry
 	before := int64(0)
 	for {
-		var h model.History
-		path := "/v1/groups/g/history?topic=T&limit=100"
-		if before > 0 {
-			path += fmt.Sprintf("&before=%d", before)
+		h, err := c.History(context.Background(), "g", "T", 100, before)
+		if err != nil {
+			tb.Fatal(err)
 		}
-		d.must(http.StatusOK, "GET", path, "", &h)
 		all = append(all, h.Entries...)
 		if h.Next == 0 {
 			break
@@ -87,21 +87,26 @@ func readHistory(t testing.TB, d *daemon) []model.HistoryEntry {
 	return all
 }
 
-// removals maps each member the daemon removed for not confirming in time to the first
-// generation published after its removal.
-func removals(hist []model.HistoryEntry) map[string]int64 {
-	out := map[string]int64{}
+// removals lists the members the daemon removed (expired, or for not confirming in time), each
+// with the first generation published after its removal, as the history says.
+func removals(hist []model.HistoryEntry) []removal {
+	var out []removal
+	seen := map[string]bool{} // a removal shows in a handoff generation, then in the recomputation
 	for _, e := range hist {
-		ids := slices.Clone(e.Trigger.Removed)
+		ids := slices.Concat(e.Trigger.Removed, e.Trigger.Expired)
 		for _, r := range e.Trigger.Released {
-			if r.Reason == model.ReleaseRevokeTimeout {
+			if r.Reason == model.ReleaseRevokeTimeout || r.Reason == model.ReleaseExpired {
 				ids = append(ids, r.Member)
 			}
 		}
 		for _, id := range ids {
-			if _, ok := out[id]; !ok {
-				out[id] = e.Generation
+			if !seen[id] {
+				out = append(out, removal{id, e.Generation})
 			}
+			seen[id] = true
+		}
+		for _, id := range e.Trigger.Joined {
+			seen[id] = false // a new session, which may be lost again
 		}
 	}
 	return out
@@ -146,9 +151,9 @@ func TestHandoffCooperativeKeepsTheInvariant(t *testing.T) {
 	}
 
 	events := s.log()
-	hist := readHistory(t, d)
+	hist := readHistory(t, c)
 	rm := removals(hist)
-	if _, ok := rm["m3"]; !ok {
+	if !slices.ContainsFunc(rm, func(r removal) bool { return r.member == "m3" }) {
 		t.Fatalf("m3 was not removed for not confirming; removals %v", rm)
 	}
 	r := replay(events, rm, all, events[0].at)
@@ -158,6 +163,7 @@ func TestHandoffCooperativeKeepsTheInvariant(t *testing.T) {
 	t.Logf("%d events, %d generations; longest without an owner: %v (%s)", len(events), len(hist), r.maxNoOwner, r.noOwnerAt)
 
 	checkHistory(t, d, hist, events, final, all)
+	checkHistoryCLI(t, d, hist)
 	want := map[string][]string{}
 	for _, e := range hist {
 		add := func(k string, ids []string) { want[k] = append(want[k], ids...) }
@@ -271,16 +277,56 @@ func TestHandoffEagerTripsTheChecker(t *testing.T) {
 		m.stop()
 	}
 	events := s.log()
-	r := replay(events, nil, all, events[0].at)
+	r := replay(events, removals(readHistory(t, c)), all, events[0].at)
 	if r.overlaps == 0 || r.doubleQS == 0 {
 		t.Fatalf("eager handoff with apply delays: the checker found no overlap (%d events)", len(events))
 	}
 	t.Logf("eager: %d instants with a queue held twice (%.2f queue-seconds), such as %v", r.overlaps, r.doubleQS, r.examples[0])
-	hist := readHistory(t, d)
+	hist := readHistory(t, c)
 	checkHistory(t, d, hist, events, final, all)
 	for _, e := range hist {
 		if e.Handoff != model.HandoffEager || len(e.Pending) != 0 {
 			t.Fatalf("eager generation %d: %+v", e.Generation, e)
 		}
+	}
+}
+
+// checkHistoryCLI checks the history's errors, its metric, and the history and explain
+// subcommands against the API's answers.
+func checkHistoryCLI(t *testing.T, d *daemon, hist []model.HistoryEntry) {
+	t.Helper()
+	for path, want := range map[string]int{
+		"/v1/groups/g/history":                                       http.StatusBadRequest,
+		"/v1/groups/g/history?topic=T&limit=0":                       http.StatusBadRequest,
+		"/v1/groups/nope/history?topic=T":                            http.StatusNotFound,
+		"/v1/groups/g/explain?topic=T&brokerName=broker-a":           http.StatusBadRequest,
+		"/v1/groups/g/explain?topic=U&brokerName=broker-a&queueId=0": http.StatusNotFound,
+	} {
+		if code, b := d.raw("GET", path, ""); code != want || !strings.Contains(string(b), `"error"`) {
+			t.Errorf("GET %s: %d %s, want %d", path, code, b, want)
+		}
+	}
+	if _, b := d.raw("GET", "/metrics", ""); !strings.Contains(string(b), `allocd_rebalance_moved_queues_count{group="g"} `+fmt.Sprint(len(hist))) ||
+		!strings.Contains(string(b), `allocd_handoff_revoke_timeouts_total{group="g"} 1`) {
+		t.Errorf("metrics lack the moved-queues histogram or the revoke timeouts of g")
+	}
+	run := func(args ...string) string {
+		out, err := exec.Command(wasmbuild.Allocd(t), append(args, "--addr", d.url)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("allocd %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	out := run("history", "--group", "g", "--topic", "T", "--limit", "1000")
+	if !strings.HasPrefix(out, "GEN") || !strings.Contains(out, "m3 removed") || !strings.Contains(out, "m8 left") ||
+		strings.Count(out, "\n") != len(hist)+1 {
+		t.Errorf("allocd history printed:\n%s", out)
+	}
+	out = run("explain", "--group", "g", "--topic", "T", "--broker", "broker-a", "--queue", "0")
+	if !strings.Contains(out, "queue MessageQueue [topic=T, brokerName=broker-a, queueId=0] of group g: owner") || !strings.Contains(out, "first generation") {
+		t.Errorf("allocd explain printed:\n%s", out)
+	}
+	if out, err := exec.Command(wasmbuild.Allocd(t), "explain", "--group", "g", "--topic", "T").CombinedOutput(); err == nil || !strings.Contains(string(out), "--broker and --queue are required") {
+		t.Errorf("allocd explain without a queue: %v %s", err, out)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -32,7 +31,7 @@ const (
 	evTold    evKind = iota // an answer with a newer generation arrived
 	evApplied               // the member applied the newest generation it was told
 	evGone                  // the member stopped (crashed or left): it holds nothing
-	evRefused               // the daemon refused the member (409): it drops everything
+	evLost                  // the daemon refused the member (409) or said its session was lost: it drops everything
 )
 
 type simEvent struct {
@@ -191,16 +190,24 @@ func (m *simMember) beat() {
 	case http.StatusOK:
 		var a client.MemberAssignment
 		if json.Unmarshal(b, &a) == nil {
+			if a.Lost {
+				m.lose()
+			}
 			m.answer(a)
 		}
 	case http.StatusConflict:
-		m.mu.Lock()
-		if m.told > 0 {
-			m.told, m.toldQueues, m.applied = 0, nil, 0
-			m.s.record(simEvent{member: m.cid, kind: evRefused})
-			m.stuck.Store(false) // a new incarnation behaves
-		}
-		m.mu.Unlock()
+		m.lose()
+	}
+}
+
+// lose drops everything: the daemon no longer counts the member as the one it was.
+func (m *simMember) lose() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.told > 0 {
+		m.told, m.toldQueues, m.applied = 0, nil, 0
+		m.s.record(simEvent{member: m.cid, kind: evLost})
+		m.stuck.Store(false) // a new incarnation behaves
 	}
 }
 
@@ -285,15 +292,21 @@ type replayReport struct {
 	toldChecked int
 }
 
-// replay runs the event log through the invariant. removedAt maps a member the daemon removed
-// (revoke timeout) to the first generation published after its removal: from the first answer
-// of that generation on, the member is not live, whatever it still believes, until it learns
-// of its removal (evRefused). Metrics count from the first event at or after from, over queues.
-func replay(events []simEvent, removedAt map[string]int64, queues []abi.Queue, from time.Time) replayReport {
+// removal is a member the daemon removed (expired, or for not confirming in time), and the
+// first generation published after its removal.
+type removal struct {
+	member string
+	gen    int64
+}
+
+// replay runs the event log through the invariant. From the first answer of a removal's
+// generation on, its member is not live, whatever it still believes, until it learns of its
+// removal (evLost). Metrics count from the first event at or after from, over queues.
+func replay(events []simEvent, removals []removal, queues []abi.Queue, from time.Time) replayReport {
 	var r replayReport
 	holds := map[string]map[abi.Queue]bool{}
 	ignoring := map[string]bool{}
-	removed := maps.Clone(removedAt)
+	removed := slices.Clone(removals)
 	noOwnerSince := map[abi.Queue]time.Time{}
 	var prev time.Time
 	holders := func() map[abi.Queue][]string {
@@ -320,19 +333,23 @@ func replay(events []simEvent, removedAt map[string]int64, queues []abi.Queue, f
 		}
 		prev = e.at
 		if e.kind == evTold || e.kind == evApplied {
-			for p, g := range removed {
-				if e.gen >= g && p != e.member {
-					delete(holds, p)
-					ignoring[p] = true
-					delete(removed, p)
+			removed = slices.DeleteFunc(removed, func(rm removal) bool {
+				if e.gen >= rm.gen && rm.member != e.member {
+					delete(holds, rm.member)
+					ignoring[rm.member] = true
+					return true
 				}
-			}
+				return false
+			})
 		}
 		switch {
-		case e.kind == evRefused:
+		case e.kind == evLost:
 			delete(holds, e.member)
-			delete(ignoring, e.member)
-			delete(removed, e.member)
+			if ignoring[e.member] {
+				delete(ignoring, e.member)
+			} else if i := slices.IndexFunc(removed, func(rm removal) bool { return rm.member == e.member }); i >= 0 {
+				removed = slices.Delete(removed, i, i+1) // it learned before anyone was told otherwise
+			}
 		case ignoring[e.member]:
 		case e.kind == evTold:
 			if holds[e.member] == nil {
