@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/client"
+	"github.com/allocd/allocd/coordinator"
 )
 
 // BenchmarkRollingRestart restarts 20 members of a group over 256 queues one at a time, each
@@ -52,6 +53,9 @@ func rollingRestart(b *testing.B, mode client.HandoffMode, members, queues int) 
 	hist := readHistory(b, c)
 	r := replay(s.log(), removals(hist), all, start)
 	if mode == client.HandoffCooperative && r.overlaps > 0 {
+		for _, e := range hist {
+			b.Logf("generation %d at %s: %s; %d moves, %d held back", e.Generation, e.At.Format("15:04:05.000"), coordinator.DescribeTrigger(e.Trigger), len(e.Moves), len(e.Pending))
+		}
 		b.Fatalf("cooperative: %d instants with a queue held twice, such as %v; removals %v", r.overlaps, r.examples, removals(hist))
 	}
 	mean := time.Duration(0)
