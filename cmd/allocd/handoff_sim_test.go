@@ -103,6 +103,7 @@ type simMember struct {
 	toldQueues []abi.Queue
 	applied    int64
 	applying   bool
+	gone       bool // stopped: a pending apply must not record anything
 }
 
 // join starts member cid, applying generations after a random delay up to maxDelay.
@@ -127,6 +128,9 @@ func (s *sim) join(cid string, maxDelay time.Duration, seed uint64) *simMember {
 }
 
 func (m *simMember) stop() {
+	m.mu.Lock()
+	m.gone = true
+	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
 }
@@ -251,7 +255,7 @@ func (m *simMember) answer(a client.MemberAssignment) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if gen <= m.told || m.ctx.Err() != nil {
+	if gen <= m.told || m.gone {
 		return
 	}
 	m.told, m.toldQueues = gen, slices.Clone(a.Queues[m.s.topic])
@@ -267,7 +271,7 @@ func (m *simMember) answer(a client.MemberAssignment) {
 func (m *simMember) apply() {
 	m.mu.Lock()
 	m.applying = false
-	if m.stuck.Load() || m.ctx.Err() != nil || m.told == 0 {
+	if m.stuck.Load() || m.gone || m.told == 0 {
 		m.mu.Unlock()
 		return
 	}
