@@ -16,7 +16,7 @@ import (
 // the time from the first restart to the final assignment. Run it with -benchtime=1x.
 func BenchmarkRollingRestart(b *testing.B) {
 	for _, mode := range []client.HandoffMode{client.HandoffEager, client.HandoffCooperative} {
-		b.Run(string(mode), func(b *testing.B) {
+		b.Run("mode="+string(mode), func(b *testing.B) {
 			for range b.N {
 				rollingRestart(b, mode, 20, 256)
 			}
