@@ -5,7 +5,7 @@ BUILD   := build
 PLUGINS := $(sort $(patsubst plugins/%/,%,$(dir $(wildcard plugins/*/wasm/main.go plugins/*/main.go))))
 PLUGINS := $(sort $(foreach p,$(PLUGINS),$(firstword $(subst /, ,$(p)))))
 
-.PHONY: all plugins allocd test test-short bench fuzz clean
+.PHONY: all plugins embed allocd test test-short bench fuzz clean
 
 all: allocd plugins
 
@@ -17,7 +17,13 @@ $(BUILD)/plugins/%.wasm: FORCE
 	echo "plugin $* <- $$src"; \
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $@ $$src
 
-allocd:
+# The binary embeds the built-in plugins (internal/builtin): they are copied there first.
+EMBED := internal/builtin/wasm
+embed: plugins
+	@rm -f $(EMBED)/*.wasm
+	cp $(PLUGINS:%=$(BUILD)/plugins/%.wasm) $(EMBED)/
+
+allocd: embed
 	@mkdir -p $(BUILD)
 	$(GO) build -trimpath -o $(BUILD)/allocd ./cmd/allocd
 
@@ -40,6 +46,6 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(EMBED)/*.wasm
 
 FORCE:

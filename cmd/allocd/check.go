@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -26,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	vectors := fs.String("vectors", "", "compare with the recorded RocketMQ vectors of this JSON-lines file")
 	strategy := fs.String("strategy", "", "vector strategy: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH (default: from the plugin's name)")
 	jsonOut := fs.Bool("json", false, "write the report as JSON")
-	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
+	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins, looked in before the built-ins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	timeout := fs.Duration("timeout", host.DefaultTimeout, "deadline of each plugin call")
 	instances := fs.Int("instances", 4, "instances per plugin (the determinism check calls several at once)")
@@ -93,11 +92,7 @@ printing the smallest scenario that shows each failure.`)
 	}
 	defer rt.Close(context.Background())
 	load := func(arg string) (*host.Plugin, string, error) {
-		name, path, err := resolvePlugin(arg, *pluginsDir)
-		if err != nil {
-			return nil, "", err
-		}
-		wasm, err := os.ReadFile(path)
+		name, wasm, err := readPlugin(arg, *pluginsDir)
 		if err != nil {
 			return nil, "", err
 		}

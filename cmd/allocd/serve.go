@@ -26,6 +26,7 @@ import (
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/builtin"
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
@@ -37,8 +38,7 @@ func init() {
 
 // Defaults of the serve flags.
 const (
-	defaultListen  = "127.0.0.1:7420"
-	defaultDataDir = "data"
+	defaultListen = "127.0.0.1:7420"
 	// maxRestartGrace bounds --restart-grace: members that have not come back after this long
 	// are not coming back, and new members should not wait longer for their queues.
 	maxRestartGrace = time.Hour
@@ -59,8 +59,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
-	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "folder of the persistent state (topics, groups, generations), created if needed")
-	fs.StringVar(&f.pluginsDir, "plugins-dir", defaultPluginsDir(), "folder of NAME.wasm strategy plugins, watched for changes")
+	dataDir, dataDirErr := defaultDataDir()
+	fs.StringVar(&f.dataDir, "data-dir", dataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	fs.StringVar(&f.pluginsDir, "plugins-dir", "", "folder of NAME.wasm strategy plugins, watched for changes; they add to the built-in plugins and override those of the same name (default DATA-DIR/plugins, created if needed)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the address the API listens on to this file once it listens")
@@ -112,8 +113,9 @@ assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wa
 		return nil, usageErr("--max-wait %v must be positive", f.maxWait)
 	case f.logFormat != "console" && f.logFormat != "json":
 		return nil, usageErr("--log-format %q: want console or json", f.logFormat)
-	case f.dataDir == "":
-		return nil, usageErr("--data-dir is required")
+	}
+	if err := f.defaultDirs(dataDirErr); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -177,11 +179,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			c := coord.Load()
 			return c != nil && c.StrategyInUse(name)
 		},
-		Metrics: reloads,
+		Metrics:  reloads,
+		Builtins: builtin.FS(),
 	})
 	if err != nil {
 		return err
 	}
+	logBuiltins(log, reg)
 	// Run closes the registry when it returns; this covers the early returns before it runs.
 	defer reg.Close()
 	if err := metrics.Register(pluginCollector{reg}); err != nil {

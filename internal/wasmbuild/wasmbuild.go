@@ -141,6 +141,14 @@ func Allocd(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	mu.Lock()
+	p, ok := built["allocd"]
+	mu.Unlock()
+	if ok {
+		return p
+	}
+	// As make does, the binary embeds the built-in plugins (internal/builtin).
+	embedBuiltins(tb, root)
+	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := built["allocd"]; ok {
 		return p
@@ -158,4 +166,38 @@ func Allocd(tb testing.TB) string {
 	}
 	built["allocd"] = out
 	return out
+}
+
+// embedBuiltins puts the built-in plugins into internal/builtin/wasm, where `make embed` puts
+// them (a folder of build output the repository ignores), each file written through a rename so
+// that test processes doing the same at once never see half a file.
+func embedBuiltins(tb testing.TB, root string) {
+	tb.Helper()
+	src := BuiltinPlugins(tb)
+	dst := filepath.Join(root, "internal", "builtin", "wasm")
+	files, _ := filepath.Glob(filepath.Join(src, "*.wasm"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		target := filepath.Join(dst, filepath.Base(f))
+		if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, b) {
+			continue
+		}
+		tmp, err := os.CreateTemp(dst, ".embed-*")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_, werr := tmp.Write(b)
+		cerr := tmp.Close()
+		if werr != nil || cerr != nil {
+			os.Remove(tmp.Name())
+			tb.Fatalf("writing %s: %v %v", target, werr, cerr)
+		}
+		if err := os.Rename(tmp.Name(), target); err != nil {
+			os.Remove(tmp.Name())
+			tb.Fatal(err)
+		}
+	}
 }
