@@ -122,10 +122,11 @@ printing the smallest scenario that shows each failure.`)
 	}
 	s := p.Stats()
 	rep.Host = []harness.Counter{
-		{Name: "calls", Value: s.Calls}, {Name: "failed", Value: s.Failures}, {Name: "invalid", Value: s.Invalid},
+		{Name: "calls", Value: s.Calls}, {Name: "failed as a whole", Value: s.Failures},
+		{Name: "answers refused by the host's checks", Value: s.Invalid},
 		{Name: "traps", Value: s.Traps}, {Name: "timeouts", Value: s.Timeouts},
-		{Name: "instances created", Value: s.Created}, {Name: "discarded", Value: s.Discarded},
-		{Name: "linear memory KiB", Value: s.MemoryBytes >> 10},
+		{Name: "instances live", Value: s.Instances}, {Name: "started after the load", Value: s.Created},
+		{Name: "discarded", Value: s.Discarded}, {Name: "KiB of linear memory", Value: s.MemoryBytes >> 10},
 	}
 	if *jsonOut {
 		err = rep.WriteJSON(stdout)
