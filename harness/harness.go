@@ -13,7 +13,8 @@
 // in cidAll gets nothing; every queue is given to someone unless the plugin declares "partial";
 // the same request gets the same answer again, on other instances, concurrently, in any order, and
 // whether a consumer is asked about alone or with the whole group; per-member counts differ by at
-// most one when the plugin promises "balanced"; and when one consumer joins or leaves, no queue
+// most one when the plugin promises "balanced" (each is its weighted share rounded down or up when
+// it also promises "weighted", PropWeighted); and when one consumer joins or leaves, no queue
 // moves between two consumers present before and after when the plugin promises "sticky" (beyond
 // what the new per-member counts force). Queue movement, latency and memory growth are reported
 // as figures. Options.Reference compares every answer with another plugin, Options.Vectors with

@@ -125,3 +125,45 @@ func TestServeFromAnyFolder(t *testing.T) {
 	waitPlugin("averagely", func(p pluginState) bool { return p.Builtin && p.ActiveHash == ps["averagely"].ActiveHash })
 	d.checkAssignment(gen, native(averagely.Allocate, 8, cids...))
 }
+
+// TestToolsUseBuiltins: `allocd allocate --plugin NAME` and `allocd check NAME`, run from an empty
+// folder with no plugin folder, find the built-in NAME; a file of that name in the default plugin
+// folder (DATA-DIR/plugins) overrides it, as in the daemon.
+func TestToolsUseBuiltins(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(wasmbuild.Allocd(t), args...)
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME=", "STATE_DIRECTORY=")
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	line := `{"group":"g","mqAll":[{"topic":"T","brokerName":"b","queueId":0},{"topic":"T","brokerName":"b","queueId":1},{"topic":"T","brokerName":"b","queueId":2}],"cidAll":["c1","c2"]}` + "\n"
+	avg := `{"assignment":{"c1":[{"topic":"T","brokerName":"b","queueId":0},{"topic":"T","brokerName":"b","queueId":1}],"c2":[{"topic":"T","brokerName":"b","queueId":2}]}}`
+	if out, err := run(line, "allocate", "--plugin", "averagely"); err != nil || strings.TrimSpace(out) != avg {
+		t.Fatalf("allocate with the built-in averagely: %v\n%s", err, out)
+	}
+	if out, err := run("", "check", "circle", "--scenarios", "3"); err != nil || !strings.Contains(out, "plugin     circle 1.0.0") || !strings.Contains(out, "\nPASS") {
+		t.Fatalf("check of the built-in circle: %v\n%s", err, out)
+	}
+	// circle's module as averagely.wasm in the default plugin folder wins over the built-in.
+	b, err := os.ReadFile(filepath.Join(wasmbuild.BuiltinPlugins(t), "circle.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(home, ".local", "share", "allocd", "plugins")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "averagely.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	circle := `{"assignment":{"c1":[{"topic":"T","brokerName":"b","queueId":0},{"topic":"T","brokerName":"b","queueId":2}],"c2":[{"topic":"T","brokerName":"b","queueId":1}]}}`
+	if out, err := run(line, "allocate", "--plugin", "averagely"); err != nil || strings.TrimSpace(out) != circle {
+		t.Fatalf("allocate with the folder's averagely.wasm: %v\n%s", err, out)
+	}
+	if out, err := run("", "check", "nosuch"); err == nil || !strings.Contains(out, `plugin "nosuch": no file `+filepath.Join(dir, "nosuch.wasm")+" and no built-in plugin of that name (built-in: averagely, circle, ") {
+		t.Fatalf("an unknown plugin: %v\n%s", err, out)
+	}
+}

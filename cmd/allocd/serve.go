@@ -77,9 +77,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
 Runs the allocd daemon: the HTTP API under /v1 (topics, groups, heartbeats, long-polled
-assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wasm in
---plugins-dir is a strategy; the folder is watched, so a replaced file reloads. State lives in
---data-dir and survives restarts; SIGTERM or SIGINT shuts down gracefully.
+assignments, previews, plugins), /metrics, /healthz and /readyz. The built-in strategies are in
+the binary; every <name>.wasm in --plugins-dir adds one or overrides the built-in of that name; the
+folder is watched, so a replaced file reloads. State lives in --data-dir and survives restarts;
+SIGTERM or SIGINT shuts down gracefully.
 
 --config FILE declares topics and groups, applied (created or replaced) at every start:
   {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}],
