@@ -45,16 +45,9 @@ printing the smallest scenario that shows each failure.`)
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after PLUGIN.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(positional) == 0:

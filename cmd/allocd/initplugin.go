@@ -45,16 +45,9 @@ make test, make check) and README.md, and allocd-sdk/, a copy of the SDK from th
 which go.mod's replace line points at while the SDK is not on a public module proxy.`)
 		fl.PrintDefaults()
 	}
-	var positional []string
-	for rest := args; ; {
-		if err := fl.Parse(rest); err != nil {
-			return err
-		}
-		if fl.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fl.Arg(0))
-		rest = fl.Args()[1:]
+	positional, err := parseInterspersed(fl, args)
+	if err != nil {
+		return err
 	}
 	if len(positional) != 1 {
 		return usageErr("name the folder to write: allocd init-plugin DIR [--name NAME]")
@@ -137,4 +130,20 @@ func sdkFiles(files map[string][]byte) error {
 		files[sdkDir+"/"+p] = b
 		return nil
 	})
+}
+
+// parseInterspersed parses flags that may come before, between or after the positional
+// arguments, and returns those.
+func parseInterspersed(fl *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for rest := args; ; {
+		if err := fl.Parse(rest); err != nil {
+			return nil, err
+		}
+		if fl.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fl.Arg(0))
+		rest = fl.Args()[1:]
+	}
 }
