@@ -65,7 +65,9 @@ func TestTrimHistory(t *testing.T) {
 		t.Fatalf("the newest record was trimmed: %v", numbers(t, s, "T"))
 	}
 	// A damaged record counts as old.
-	if err := s.Update(func(tx store.Tx) error { return tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", 300), []byte("{half")) }); err != nil {
+	if err := s.Update(func(tx store.Tx) error {
+		return tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", 300), []byte("{half"))
+	}); err != nil {
 		t.Fatal(err)
 	}
 	putRecord(t, s, "T", 301, now.Add(24*time.Hour))
