@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/allocd/allocd/abi"
@@ -156,8 +155,8 @@ type (
 func runAllocate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("allocate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pluginArg := fs.String("plugin", "", "plugin NAME (looked up in --plugins-dir) or PATH.wasm")
-	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
+	pluginArg := fs.String("plugin", "", "plugin NAME (in --plugins-dir, else built in) or PATH.wasm")
+	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins, looked in before the built-ins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	timeout := fs.Duration("timeout", host.DefaultTimeout, "deadline of each plugin call")
 	logLevel := fs.String("log-level", "warn", "log level of plugin and host messages on stderr")
@@ -183,11 +182,7 @@ it, unless --keep-going.`)
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	name, path, err := resolvePlugin(*pluginArg, *pluginsDir)
-	if err != nil {
-		return err
-	}
-	wasm, err := os.ReadFile(path)
+	name, wasm, err := readPlugin(*pluginArg, *pluginsDir)
 	if err != nil {
 		return err
 	}
