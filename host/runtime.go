@@ -102,10 +102,16 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, loadErr(errors.New("not a WebAssembly module (no \\0asm magic)"))
 	}
+	if len(wasm) > r.cfg.MaxModuleBytes {
+		return nil, loadErr(fmt.Errorf("module is %d bytes, more than the limit (Config.MaxModuleBytes) of %d", len(wasm), r.cfg.MaxModuleBytes))
+	}
 	// Instrument the module so a runaway call can be stopped with one flag; a module the
 	// rewriter cannot read runs under wazero's own checks instead.
 	wr, code, interruptible := r.rt, wasm, true
-	if out, err := loopcheck.Instrument(wasm); err == nil && !r.forceGuarded {
+	if out, err := loopcheck.Instrument(wasm); errors.Is(err, loopcheck.ErrMalformed) {
+		// No runtime would take it, and compiling it anyway could cost what the checks saved.
+		return nil, loadErr(err)
+	} else if err == nil && !r.forceGuarded {
 		code = out
 	} else {
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -203,7 +204,7 @@ func (r *Registry) check(name string, force bool) {
 
 func (r *Registry) checkFile(name string, force bool) string {
 	path := r.path(name)
-	data, err := readStable(path)
+	data, err := readStable(path, r.rt.Config().MaxModuleBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return r.fileRemoved(name)
@@ -249,8 +250,9 @@ func (r *Registry) checkFile(name string, force bool) string {
 	return outFailed
 }
 
-// readStable reads a file (following symlinks) and refuses a read during which it changed.
-func readStable(path string) ([]byte, error) {
+// readStable reads a file (following symlinks) of at most limit bytes and refuses a read during
+// which it changed.
+func readStable(path string, limit int) ([]byte, error) {
 	st1, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -261,10 +263,10 @@ func readStable(path string) ([]byte, error) {
 	if st1.Size() == 0 {
 		return nil, errEmpty
 	}
-	if st1.Size() > MaxFileSize {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a plugin may have", path, st1.Size(), MaxFileSize)
+	if st1.Size() > int64(limit) {
+		return nil, fmt.Errorf("%s is %d bytes, more than the limit of %d for a plugin file", path, st1.Size(), limit)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readAtMost(path, int(st1.Size()))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errUnstable // replaced or removed meanwhile: its event follows
@@ -280,6 +282,22 @@ func readStable(path string) ([]byte, error) {
 		return nil, errUnstable
 	}
 	return data, nil
+}
+
+// readAtMost reads a file expected to hold size bytes, reading no more than one byte past it (a
+// file that grew meanwhile is caught by the caller's second stat, never read whole).
+func readAtMost(path string, size int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, size+1)
+	n, err := io.ReadFull(f, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return data[:n], nil
 }
 
 // ensureEntry returns name's entry, adding it when new, and notes that its file exists.

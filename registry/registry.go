@@ -53,8 +53,6 @@ const (
 	DefaultDebounce = 200 * time.Millisecond
 	// DefaultValidateTimeout bounds the self-test plus Options.Validate of one new version.
 	DefaultValidateTimeout = time.Minute
-	// MaxFileSize is the largest plugin file the registry reads.
-	MaxFileSize = 256 << 20
 )
 
 // ErrNotFound is returned (wrapped) for a plugin name that has no version serving. Test with
