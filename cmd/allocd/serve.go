@@ -52,6 +52,7 @@ type serveFlags struct {
 	sessionTimeout, restartGrace, debounce, maxDelay            time.Duration
 	pluginTimeout, maxWait                                      time.Duration
 	restartGraceSet                                             bool
+	createStore                                                 bool
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -60,6 +61,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	fs.BoolVar(&f.createStore, "create-store", false, "accept an empty (0-byte) allocd.db in --data-dir as a new, empty store; without it such a file is refused (a missing file is always created)")
 	fs.StringVar(&f.pluginsDir, "plugins-dir", defaultPluginsDir(), "folder of NAME.wasm strategy plugins, watched for changes")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
@@ -143,7 +145,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 
-	st, err := store.Open(f.dataDir, store.Options{})
+	st, err := store.Open(f.dataDir, store.Options{CreateEmpty: f.createStore})
 	if err != nil {
 		return err
 	}
