@@ -252,3 +252,54 @@ func TestServeRefusesDamagedStore(t *testing.T) {
 		t.Fatalf("new store has %d topics", len(topics.Topics))
 	}
 }
+
+// Heartbeats naming topics that do not exist once left a stored (group, topic) record each,
+// for ever: the store, the group's status and the log grew with every made-up name.
+func TestServeForgetsUndeclaredTopics(t *testing.T) {
+	data := t.TempDir()
+	d := startDaemon(t, data, wasmbuild.BuiltinPlugins(t))
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", `{"strategy":"averagely","config":{},"model":"clustering","delivery":"queue"}`, nil)
+	db := filepath.Join(data, "allocd.db")
+	size := func() int64 {
+		fi, err := os.Stat(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	for round := range 20 {
+		topics := make([]string, 1024)
+		for i := range topics {
+			topics[i] = fmt.Sprintf("made-up-%d-%d", round, i)
+		}
+		body := mustJSON(map[string]any{"cid": "c1", "topics": topics})
+		d.must(http.StatusOK, "POST", "/v1/groups/g/heartbeat", body, nil)
+		time.Sleep(100 * time.Millisecond) // past the 50 ms debounce: the daemon gets to look at them
+		d.must(http.StatusOK, "POST", "/v1/groups/g/leave", `{"cid":"c1"}`, nil)
+	}
+	// Past the bound (a member's own limit of 1,024 topics), a heartbeat is refused.
+	many := func(prefix string) string {
+		topics := make([]string, 1024)
+		for i := range topics {
+			topics[i] = fmt.Sprintf("%s-%d", prefix, i)
+		}
+		return mustJSON(map[string]any{"cid": prefix, "topics": topics})
+	}
+	d.must(http.StatusOK, "POST", "/v1/groups/g/heartbeat", many("a"), nil)
+	if code, b := d.raw("POST", "/v1/groups/g/heartbeat", many("b")); code != http.StatusConflict || !strings.Contains(string(b), "not declared") {
+		t.Fatalf("heartbeat past the bound: %d %.300s", code, b)
+	}
+	d.must(http.StatusOK, "POST", "/v1/groups/g/leave", `{"cid":"a"}`, nil)
+	time.Sleep(200 * time.Millisecond)
+	code, b := d.raw("GET", "/v1/groups/g", "")
+	if code != http.StatusOK || len(b) > 2048 {
+		t.Fatalf("GET /v1/groups/g: %d, %d bytes: %.500s", code, len(b), b)
+	}
+	if after := size(); after > before {
+		t.Errorf("the store grew from %d to %d bytes", before, after)
+	}
+	if n := strings.Count(d.stderr.String(), `"level":"info"`+`,"group":"g","topic":"made-up`); n > 0 {
+		t.Errorf("%d info lines about made-up topics", n)
+	}
+}
