@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -376,5 +377,34 @@ func TestSDKKeptStringsStay(t *testing.T) {
 				t.Fatalf("call %d, consumer %d: %s", call, i, r.Err)
 			}
 		}
+	}
+}
+
+// Garbage in the compiled-code cache made every plugin fail to load ("compilationcache:
+// checksum mismatch"), on every restart. The cache is only a cache: the entry is dropped, the
+// module compiled again, and the event logged.
+func TestCorruptCacheRecompiles(t *testing.T) {
+	dir := t.TempDir()
+	rt := newRuntime(t, host.Config{CacheDir: dir})
+	load(t, rt, "first")
+	rt.Close(context.Background())
+	files, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	if len(files) == 0 {
+		t.Fatal("nothing was cached")
+	}
+	for _, f := range files {
+		junk := bytes.Repeat([]byte("garbage!"), 4096)
+		if err := os.WriteFile(f, junk, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	rt = newRuntime(t, host.Config{CacheDir: dir, Logger: zerolog.New(&logs)})
+	p := load(t, rt, "first")
+	if _, err := p.Allocate(context.Background(), &abi.Request{Group: "g", Queues: queues("T", 1, 4), Consumers: []string{"c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "cache entry unreadable") {
+		t.Errorf("the cache problem was not logged:\n%s", logs.String())
 	}
 }

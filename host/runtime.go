@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -123,6 +125,14 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	r.compileMu.Lock()
 	cctx := experimental.WithCompilationWorkers(ctx, r.cfg.CompileWorkers)
 	compiled, err := wr.CompileModule(cctx, code)
+	if err != nil && r.cfg.CacheDir != "" && strings.Contains(err.Error(), "compilationcache") {
+		// The cache is only a cache: an entry it cannot read (garbage, a torn write, a
+		// checksum mismatch) is deleted and the module compiled again.
+		r.log.Warn().Str("plugin", name).Err(err).Str("cacheDir", r.cfg.CacheDir).
+			Msg("compiled-code cache entry unreadable; clearing the cache and compiling again")
+		r.clearCache()
+		compiled, err = wr.CompileModule(cctx, code)
+	}
 	r.compileMu.Unlock()
 	if err != nil {
 		return nil, loadErr(fmt.Errorf("compile: %w", err))
@@ -148,6 +158,22 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	p.log.Info().Str("hash", p.hash[:12]).Str("version", p.info.Version).
 		Dur("compile", compileTime).Dur("load", time.Since(start)).Msg("plugin loaded")
 	return p, nil
+}
+
+// clearCache deletes the compiled code wazero keeps in CacheDir. wazero names an entry by a hash
+// of the module and of CPU features it does not expose, so the one bad entry cannot be picked
+// out; the others are recompiled once, as on a first start. Only wazero's own folders
+// (wazero-VERSION-ARCH-OS) are touched.
+func (r *Runtime) clearCache() {
+	dirs, _ := filepath.Glob(filepath.Join(r.cfg.CacheDir, "wazero-*"))
+	for _, d := range dirs {
+		files, _ := os.ReadDir(d)
+		for _, f := range files {
+			if !f.IsDir() {
+				os.Remove(filepath.Join(d, f.Name()))
+			}
+		}
+	}
 }
 
 var (
