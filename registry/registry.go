@@ -512,7 +512,9 @@ func (r *Registry) statusLocked(e *entry) Status {
 
 // keptWhere names where the Keeper holds a version, for messages.
 func (r *Registry) keptWhere(name, hash string) string {
-	if k, ok := r.opts.Keeper.(interface{ Path(name, hash string) string }); ok {
+	if k, ok := r.opts.Keeper.(interface {
+		Path(name, hash string) string
+	}); ok {
 		return k.Path(name, hash)
 	}
 	return "the store of kept versions"
