@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -301,5 +302,124 @@ func TestServeForgetsUndeclaredTopics(t *testing.T) {
 	}
 	if n := strings.Count(d.stderr.String(), `"level":"info"`+`,"group":"g","topic":"made-up`); n > 0 {
 		t.Errorf("%d info lines about made-up topics", n)
+	}
+}
+
+const bindHash = `{"strategy":"hash","config":{},"model":"clustering","delivery":"queue"}`
+
+// Replacing the plugin folder (rm -rf, mkdir, cp; or mv and mkdir) stopped hot reload until a
+// restart: the new folder was never watched.
+func TestServeRewatchesReplacedPluginFolder(t *testing.T) {
+	for _, how := range []string{"rm", "mv"} {
+		t.Run(how, func(t *testing.T) {
+			plugins := pluginCopy(t)
+			d := startDaemon(t, t.TempDir(), plugins)
+			if how == "rm" {
+				os.RemoveAll(plugins)
+			} else {
+				os.Rename(plugins, plugins+".old")
+			}
+			time.Sleep(300 * time.Millisecond) // the daemon sees the folder go
+			copyPlugins(t, wasmbuild.BuiltinPlugins(t), plugins)
+			eventually(t, 5*time.Second, "a group bound to hash after the folder came back", func() bool {
+				code := d.do("PUT", "/v1/groups/g2", bindHash, nil)
+				return code == http.StatusCreated
+			})
+		})
+	}
+}
+
+// Garbage in the compiled-code cache disabled every plugin on every restart, and /readyz said
+// ready with none.
+func TestServeSurvivesCorruptCompileCache(t *testing.T) {
+	data, cache := t.TempDir(), t.TempDir()
+	d := startDaemon(t, data, wasmbuild.BuiltinPlugins(t), "--cache-dir", cache)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
+	d.stop()
+	files, _ := filepath.Glob(filepath.Join(cache, "wazero-*", "*"))
+	if len(files) == 0 {
+		t.Fatal("nothing was cached")
+	}
+	for _, f := range files {
+		os.WriteFile(f, []byte(strings.Repeat("garbage ", 1000)), 0o644)
+	}
+	d = startDaemon(t, data, wasmbuild.BuiltinPlugins(t), "--cache-dir", cache)
+	if s, _ := d.plugin("hash"); s.ActiveHash == "" {
+		t.Fatalf("hash does not serve after the cache was damaged: %+v", s)
+	}
+	if !strings.Contains(d.stderr.String(), "cache entry unreadable") {
+		t.Error("the damaged cache was not logged")
+	}
+}
+
+// A group bound to a plugin that does not serve makes the daemon not ready, naming both.
+func TestServeNotReadyWithoutItsPlugin(t *testing.T) {
+	data, plugins := t.TempDir(), pluginCopy(t)
+	d := startDaemon(t, data, plugins)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
+	d.stop()
+	os.RemoveAll(filepath.Join(data, "plugins-good")) // no kept version to fall back on
+	os.WriteFile(filepath.Join(plugins, "hash.wasm"), []byte("not a module"), 0o644)
+	d = launchDaemon(t, data, plugins)
+	eventually(t, time.Minute, "/readyz names the group and the plugin", func() bool {
+		code, b := d.raw("GET", "/readyz", "")
+		return code == http.StatusServiceUnavailable && strings.Contains(string(b), `group \"g\" is bound to plugin \"hash\"`)
+	})
+}
+
+// A rejected, empty or removed file was a trap at restart: the old version served only from
+// memory. The last validated version is kept in the data folder and serves, loudly.
+func TestServeKeepsLastValidatedPlugin(t *testing.T) {
+	data, plugins := t.TempDir(), pluginCopy(t)
+	d := startDaemon(t, data, plugins)
+	d.must(http.StatusCreated, "PUT", "/v1/topics/T", `{"brokers":[{"name":"b","readQueues":8,"writeQueues":8}]}`, nil)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
+	good, _ := d.plugin("hash")
+	d.stop()
+	for i, damage := range []struct {
+		name string
+		do   func(path string)
+	}{
+		{"rejected", func(p string) { os.WriteFile(p, []byte("\x00asm\x01\x00\x00\x00garbage"), 0o644) }},
+		{"empty", func(p string) { os.WriteFile(p, nil, 0o644) }},
+		{"removed", func(p string) { os.Remove(p) }},
+	} {
+		damage.do(filepath.Join(plugins, "hash.wasm"))
+		d = startDaemon(t, data, plugins)
+		s, _ := d.plugin("hash")
+		if s.ActiveHash != good.ActiveHash || !s.Kept || !strings.Contains(s.Warning, "plugins-good") {
+			t.Fatalf("%s: /v1/plugins/hash = %+v", damage.name, s)
+		}
+		var ready struct{ Warnings []string }
+		d.must(http.StatusOK, "GET", "/readyz", "", &ready)
+		if len(ready.Warnings) == 0 || !strings.Contains(strings.Join(ready.Warnings, " "), "last validated version") {
+			t.Errorf("%s: /readyz warnings %q", damage.name, ready.Warnings)
+		}
+		// Rebalances work: a new member gets queues from the kept version.
+		cid := fmt.Sprintf("c%d", i)
+		hb := d.heartbeat("g", cid, "T")
+		stopBeat := d.beat("g", cid) // through the restart grace, which holds the last member's queues
+		a := d.poll("g", cid, "T", hb.Generations["T"])
+		stopBeat()
+		if len(a.Assignment["T"]) != 8 {
+			t.Fatalf("%s: %s got %d queues: %+v", damage.name, cid, len(a.Assignment["T"]), a)
+		}
+		d.must(http.StatusOK, "POST", "/v1/groups/g/leave", mustJSON(map[string]string{"cid": cid}), nil)
+		d.stop()
+	}
+}
+
+// The first start was silent for seconds while the plugins compiled, refusing connections: now
+// the daemon listens at once, says it is loading, and logs durations with their units.
+func TestServeStartupProgress(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
+	log := d.stderr.String()
+	for _, want := range []string{`"message":"listening; loading plugins"`, `"message":"loading plugins"`, `"of":4`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %s", want)
+		}
+	}
+	if !regexp.MustCompile(`"took":"[0-9.]+(ms|s|µs)"`).MatchString(log) {
+		t.Error(`no duration with its unit ("took":"1.2s") in the log`)
 	}
 }
