@@ -725,7 +725,7 @@ func TestStoreFailureChangesNothing(t *testing.T) {
 
 func TestTopicAndGroupLifecycle(t *testing.T) {
 	e := newEnv(t)
-	if _, created, err := e.c.PutTopic("T", []coordinator.Broker{{Name: "b", ReadQueues: 2, WriteQueues: 1}, {Name: "a", ReadQueues: 1, WriteQueues: 2}}); err != nil || !created {
+	if _, created, err := e.c.PutTopic("T", []coordinator.Broker{{Name: "b", ReadQueues: 2, WriteQueues: 1}, {Name: "a", ReadQueues: 2, WriteQueues: 2}}); err != nil || !created {
 		t.Fatalf("PutTopic: created %v, %v", created, err)
 	}
 	route, err := e.c.Route("T")
@@ -734,6 +734,10 @@ func TestTopicAndGroupLifecycle(t *testing.T) {
 	}
 	if want := []abi.Queue{{Topic: "T", BrokerName: "a", QueueID: 0}, {Topic: "T", BrokerName: "a", QueueID: 1}, {Topic: "T", BrokerName: "b", QueueID: 0}}; !slices.Equal(route, want) {
 		t.Fatalf("route %v, want %v", route, want)
+	}
+	// Write queues above read queues would strand messages: refused.
+	if _, _, err := e.c.PutTopic("W", []coordinator.Broker{{Name: "a", ReadQueues: 1, WriteQueues: 8}}); coordinator.KindOf(err) != coordinator.KindInvalid || !strings.Contains(err.Error(), "queues 1-7, which no consumer reads") {
+		t.Fatalf("PutTopic with writeQueues above readQueues: %v", err)
 	}
 	e.group("g", "averagely")
 	e.hb("g", "c1", "T")

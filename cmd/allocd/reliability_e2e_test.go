@@ -423,3 +423,23 @@ func TestServeStartupProgress(t *testing.T) {
 		t.Error(`no duration with its unit ("took":"1.2s") in the log`)
 	}
 }
+
+// Client ids with invalid UTF-8 became U+FFFD (two members merged into one), and a topic with
+// more write queues than read queues stranded messages: both are refused with 400.
+func TestServeRefusesAmbiguousInput(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
+	for _, body := range []string{"{\"cid\":\"c\xffx\"}", "{\"cid\":\"c\xfex\"}", `{"cid":"c\ud800x"}`} {
+		if code, b := d.raw("POST", "/v1/groups/g/heartbeat", body); code != http.StatusBadRequest {
+			t.Errorf("heartbeat %q: %d %s", body, code, b)
+		}
+	}
+	var g struct{ Members []any }
+	d.must(http.StatusOK, "GET", "/v1/groups/g", "", &g)
+	if len(g.Members) != 0 {
+		t.Errorf("%d members joined", len(g.Members))
+	}
+	if code, b := d.raw("PUT", "/v1/topics/T", `{"brokers":[{"name":"b","readQueues":1,"writeQueues":8}]}`); code != http.StatusBadRequest || !strings.Contains(string(b), "no consumer reads") {
+		t.Errorf("topic with writeQueues above readQueues: %d %s", code, b)
+	}
+}
