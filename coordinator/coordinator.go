@@ -278,18 +278,22 @@ func (c *Coordinator) dropPending(g *group, topics []string) {
 // checkPending refuses a subscription to topics that would take the group past
 // MaxPendingTopics subscriptions to undeclared topics.
 func (c *Coordinator) checkPending(g *group, topics []string) error {
-	n, added := 0, 0
-	for _, st := range g.topics {
-		if c.pending(st) {
-			n++
-		}
-	}
+	added := 0
 	for _, t := range topics {
 		if _, declared := c.topics[t]; !declared && g.topics[t] == nil {
 			added++
 		}
 	}
-	if added > 0 && n+added > c.opts.MaxPendingTopics {
+	if added == 0 { // the common heartbeat: nothing new
+		return nil
+	}
+	n := 0
+	for _, st := range g.topics {
+		if c.pending(st) {
+			n++
+		}
+	}
+	if n+added > c.opts.MaxPendingTopics {
 		return conflict("group %q would have %d subscriptions to topics that are not declared, more than the limit of %d: declare the topics first (PUT /v1/topics/NAME) or subscribe to fewer",
 			g.cfg.Name, n+added, c.opts.MaxPendingTopics)
 	}

@@ -71,6 +71,10 @@ func (k *DirKeeper) files(name string) (map[string][]string, error) {
 
 func (k *DirKeeper) Keep(name, hash string, module []byte) error {
 	path := k.Path(name, hash)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(module)) {
+		// Kept already (every start loads the same files again); Kept checks the bytes.
+		return nil
+	}
 	if err := writeSynced(path, module); err != nil {
 		return fmt.Errorf("registry: keeping %s: %w", path, err)
 	}
