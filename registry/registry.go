@@ -18,8 +18,14 @@
 // Debounce; until then it is taken for a write in progress and read again),
 // write-to-temp-then-rename (temp names such as .x.wasm.tmp, x.wasm~ and .#x are ignored), a
 // Kubernetes ConfigMap's ..data symlink swap (any change to a ..name rescans every plugin;
-// symlinks are followed), bursts of events, and the same bytes written again (versions are
-// compared by content hash).
+// symlinks are followed), bursts of events, the same bytes written again (versions are
+// compared by content hash), and the folder itself removed or renamed and made again (it is
+// looked for every FolderPoll, then watched and rescanned).
+//
+// With Options.Keeper, every version that passed validation is kept (DirKeeper: a folder of
+// NAME-HASH.wasm), so that a restart serves it when the plugin's file is missing (and in use),
+// empty or rejected; Status says so (Kept, Warning). Module gives the bytes of the version in
+// force, for whoever must hand them on.
 package registry
 
 import (
