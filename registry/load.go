@@ -207,6 +207,9 @@ func (r *Registry) scanNames(force bool, progress func(done, total int, name str
 	for name := range *r.entries.Load() {
 		names[name] = true
 	}
+	for _, name := range r.builtinNames() {
+		names[name] = true
+	}
 	if r.opts.Keeper != nil {
 		kept, err := r.opts.Keeper.Names()
 		if err != nil {
@@ -234,6 +237,9 @@ func (r *Registry) scanNames(force bool, progress func(done, total int, name str
 // check brings plugin name in line with its file.
 func (r *Registry) check(name string, force bool) {
 	outcome := r.checkFile(name, force)
+	if outcome == outFailed {
+		outcome = r.builtinFallback(name, outcome)
+	}
 	r.log.Debug().Str("plugin", name).Str("outcome", outcome).Msg("checked")
 	if r.opts.checked != nil {
 		r.opts.checked(name, outcome)
@@ -243,6 +249,12 @@ func (r *Registry) check(name string, force bool) {
 func (r *Registry) checkFile(name string, force bool) string {
 	path := r.path(name)
 	data, err := readStable(path, r.rt.Config().MaxModuleBytes)
+	builtin := false
+	if errors.Is(err, fs.ErrNotExist) {
+		if b, ok := r.builtin(name); ok {
+			data, err, builtin = b, nil, true
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if target, lerr := os.Readlink(path); lerr == nil {
@@ -282,6 +294,9 @@ func (r *Registry) checkFile(name string, force bool) string {
 	e := r.ensureEntry(name)
 	if v := e.active.Load(); v != nil && v.v.Hash == hash {
 		e.pending = nil
+		r.mu.Lock()
+		e.builtin = builtin
+		r.mu.Unlock()
 		r.restored(e, v)
 		return outUnchanged
 	}
@@ -292,7 +307,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 	e.pending = nil
 	if f == nil || f.hash != hash {
 		// A new version: try it.
-		outcome, fail := r.load(e, data, hash)
+		outcome, fail := r.load(e, data, hash, builtin)
 		if fail == nil || r.closed() {
 			return outcome
 		}
@@ -342,7 +357,7 @@ func (r *Registry) fallBack(e *entry, why string) {
 		return
 	}
 	e.keptWhy = why
-	if _, f := r.loadVersion(e, data, hash, true); f != nil {
+	if _, f := r.loadVersion(e, data, hash, false, true); f != nil {
 		r.log.Error().Err(f.err).Str("plugin", e.name).Str("hash", short(hash)).Str("stage", f.stage).
 			Msg("the kept version of the plugin failed too; no version serves")
 	}
@@ -432,14 +447,15 @@ func (r *Registry) removeEntryLocked(name string) {
 	r.entries.Store(&next)
 }
 
-// load prepares, self-tests and validates a new version of e's file, and swaps it in only if
-// every step passed; otherwise it returns the failure, for the caller to record or retry.
-func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
-	return r.loadVersion(e, data, hash, false)
+// load prepares, self-tests and validates a new version of e's file (or its built-in), and
+// swaps it in only if every step passed; otherwise it returns the failure, for the caller to
+// record or retry.
+func (r *Registry) load(e *entry, data []byte, hash string, builtin bool) (string, *failure) {
+	return r.loadVersion(e, data, hash, builtin, false)
 }
 
-// loadVersion is load for a version from the file, or (kept) from the Keeper.
-func (r *Registry) loadVersion(e *entry, data []byte, hash string, kept bool) (string, *failure) {
+// loadVersion is load for a version from the file, a built-in, or (kept) the Keeper.
+func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept bool) (string, *failure) {
 	start := time.Now()
 	attempt := r.clock.Now()
 	ctx := r.ctx
@@ -465,7 +481,7 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, kept bool) (s
 		return outFailed, &failure{hash: hash, stage: stage, err: err, attempt: attempt, took: took}
 	}
 
-	if !kept && r.opts.Keeper != nil {
+	if !kept && !builtin && r.opts.Keeper != nil {
 		// Kept before it serves, so that what serves can always be served after a restart.
 		// A failure (a full disk) costs only that.
 		if err := r.opts.Keeper.Keep(e.name, hash, data); err != nil {
@@ -478,6 +494,7 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, kept bool) (s
 	r.draining.Add(1)
 	r.mu.Lock()
 	old := e.active.Swap(v)
+	e.builtin = builtin
 	e.loadedAt = r.clock.Now()
 	e.kept = kept
 	if !kept {
@@ -492,7 +509,7 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, kept bool) (s
 		e.failedHash = ""
 	}
 	kind, outcome := Loaded, outLoaded
-	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Dur("took", took)
+	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Bool("builtin", builtin).Dur("took", took)
 	if old != nil {
 		old.unref() // closes once the calls in flight and the Acquires on it are done
 		kind, outcome = Reloaded, outReloaded

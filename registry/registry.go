@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -128,6 +129,10 @@ type Options struct {
 	// Progress, when set, hears how many of the plugin files found at start New has loaded
 	// (or rejected) so far, and how many there are.
 	Progress func(done, total int)
+	// Builtins, when set, is a folder of NAME.wasm plugins that serve whenever the watched
+	// folder has no NAME.wasm of its own (builtin.go): a file in the folder overrides the
+	// built-in of its name, and removing it brings the built-in back.
+	Builtins fs.FS
 
 	// checked, for tests, hears the outcome of every check of a name.
 	checked func(name, outcome string)
@@ -148,6 +153,9 @@ type Status struct {
 	// so the last version keeps serving.
 	File     string `json:"file"`
 	FileGone bool   `json:"fileGone,omitempty"`
+	// Builtin says the version serving is the built-in one (Options.Builtins): File names
+	// where a file overriding it would go.
+	Builtin bool `json:"builtin,omitempty"`
 	// ActiveHash is the content hash of the version serving, "" when none serves.
 	ActiveHash string    `json:"activeHash,omitempty"`
 	Version    string    `json:"version,omitempty"`
@@ -242,6 +250,7 @@ type entry struct {
 	kept            bool   // the version serving came from the Keeper
 	keptWhy         string // why the file could not serve
 	history         []Event
+	builtin         bool // the active version is the built-in one
 
 	// Worker only: the hash of the last rejected version, not tried again until it changes,
 	// and a failure not yet believed because the file changed less than Debounce before.
@@ -490,7 +499,7 @@ func (r *Registry) StatusOf(name string) (Status, bool) {
 
 func (r *Registry) statusLocked(e *entry) Status {
 	s := Status{
-		Name: e.name, File: e.file, FileGone: e.fileGone, LoadedAt: e.loadedAt,
+		Name: e.name, File: e.file, FileGone: e.fileGone, Builtin: e.builtin, LoadedAt: e.loadedAt,
 		LastAttempt: e.lastAttempt, LastAttemptHash: e.lastAttemptHash, LastError: e.lastError,
 		Reloads: e.reloads, Failures: e.failures, Kept: e.kept, History: slices.Clone(e.history),
 	}

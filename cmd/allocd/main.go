@@ -3,6 +3,7 @@
 //	allocd serve     run the daemon (HTTP API, plugin folder watched for changes)
 //	allocd allocate  answer JSON Lines allocation requests on stdin with a plugin
 //	allocd check     prove a plugin sound with generated scenarios
+//	allocd init-plugin  write a new plugin module
 //
 // Run `allocd COMMAND -h` for a command's flags.
 package main

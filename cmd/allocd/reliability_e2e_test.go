@@ -307,6 +307,23 @@ func TestServeForgetsUndeclaredTopics(t *testing.T) {
 
 const bindHash = `{"strategy":"hash","config":{},"model":"clustering","delivery":"queue"}`
 
+// bindMine binds a group to "mine", a copy of hash that is not built into the binary: a
+// built-in of the same name would serve whenever the file cannot.
+const bindMine = `{"strategy":"mine","config":{},"model":"clustering","delivery":"queue"}`
+
+// withMine adds mine.wasm (a copy of hash.wasm) to a plugin folder.
+func withMine(t *testing.T, plugins string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(plugins, "hash.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "mine.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return plugins
+}
+
 // Replacing the plugin folder (rm -rf, mkdir, cp; or mv and mkdir) stopped hot reload until a
 // restart: the new folder was never watched.
 func TestServeRewatchesReplacedPluginFolder(t *testing.T) {
@@ -354,27 +371,27 @@ func TestServeSurvivesCorruptCompileCache(t *testing.T) {
 
 // A group bound to a plugin that does not serve makes the daemon not ready, naming both.
 func TestServeNotReadyWithoutItsPlugin(t *testing.T) {
-	data, plugins := t.TempDir(), pluginCopy(t)
+	data, plugins := t.TempDir(), withMine(t, pluginCopy(t))
 	d := startDaemon(t, data, plugins)
-	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindMine, nil)
 	d.stop()
 	os.RemoveAll(filepath.Join(data, "plugins-good")) // no kept version to fall back on
-	os.WriteFile(filepath.Join(plugins, "hash.wasm"), []byte("not a module"), 0o644)
+	os.WriteFile(filepath.Join(plugins, "mine.wasm"), []byte("not a module"), 0o644)
 	d = launchDaemon(t, data, plugins)
 	eventually(t, time.Minute, "/readyz names the group and the plugin", func() bool {
 		code, b := d.raw("GET", "/readyz", "")
-		return code == http.StatusServiceUnavailable && strings.Contains(string(b), `group \"g\" is bound to plugin \"hash\"`)
+		return code == http.StatusServiceUnavailable && strings.Contains(string(b), `group \"g\" is bound to plugin \"mine\"`)
 	})
 }
 
 // A rejected, empty or removed file was a trap at restart: the old version served only from
 // memory. The last validated version is kept in the data folder and serves, loudly.
 func TestServeKeepsLastValidatedPlugin(t *testing.T) {
-	data, plugins := t.TempDir(), pluginCopy(t)
+	data, plugins := t.TempDir(), withMine(t, pluginCopy(t))
 	d := startDaemon(t, data, plugins)
 	d.must(http.StatusCreated, "PUT", "/v1/topics/T", `{"brokers":[{"name":"b","readQueues":8,"writeQueues":8}]}`, nil)
-	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindHash, nil)
-	good, _ := d.plugin("hash")
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", bindMine, nil)
+	good, _ := d.plugin("mine")
 	d.stop()
 	for i, damage := range []struct {
 		name string
@@ -384,11 +401,11 @@ func TestServeKeepsLastValidatedPlugin(t *testing.T) {
 		{"empty", func(p string) { os.WriteFile(p, nil, 0o644) }},
 		{"removed", func(p string) { os.Remove(p) }},
 	} {
-		damage.do(filepath.Join(plugins, "hash.wasm"))
+		damage.do(filepath.Join(plugins, "mine.wasm"))
 		d = startDaemon(t, data, plugins)
-		s, _ := d.plugin("hash")
+		s, _ := d.plugin("mine")
 		if s.ActiveHash != good.ActiveHash || !s.Kept || !strings.Contains(s.Warning, "plugins-good") {
-			t.Fatalf("%s: /v1/plugins/hash = %+v", damage.name, s)
+			t.Fatalf("%s: /v1/plugins/mine = %+v", damage.name, s)
 		}
 		var ready struct{ Warnings []string }
 		d.must(http.StatusOK, "GET", "/readyz", "", &ready)

@@ -27,6 +27,7 @@ import (
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/builtin"
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
@@ -38,8 +39,7 @@ func init() {
 
 // Defaults of the serve flags.
 const (
-	defaultListen  = "127.0.0.1:7420"
-	defaultDataDir = "data"
+	defaultListen = "127.0.0.1:7420"
 	// maxRestartGrace bounds --restart-grace: members that have not come back after this long
 	// are not coming back, and new members should not wait longer for their queues.
 	maxRestartGrace = time.Hour
@@ -61,9 +61,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
-	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	dataDir, dataDirErr := defaultDataDir()
+	fs.StringVar(&f.dataDir, "data-dir", dataDir, "folder of the persistent state (topics, groups, generations), created if needed")
 	fs.BoolVar(&f.createStore, "create-store", false, "accept an empty (0-byte) allocd.db in --data-dir as a new, empty store; without it such a file is refused (a missing file is always created)")
-	fs.StringVar(&f.pluginsDir, "plugins-dir", defaultPluginsDir(), "folder of NAME.wasm strategy plugins, watched for changes")
+	fs.StringVar(&f.pluginsDir, "plugins-dir", "", "folder of NAME.wasm strategy plugins, watched for changes; they add to the built-in plugins and override those of the same name (default DATA-DIR/plugins, created if needed)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the address the API listens on to this file once it listens")
@@ -79,9 +80,10 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
 Runs the allocd daemon: the HTTP API under /v1 (topics, groups, heartbeats, long-polled
-assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wasm in
---plugins-dir is a strategy; the folder is watched, so a replaced file reloads. State lives in
---data-dir and survives restarts; SIGTERM or SIGINT shuts down gracefully.
+assignments, previews, plugins), /metrics, /healthz and /readyz. The built-in strategies are in
+the binary; every <name>.wasm in --plugins-dir adds one or overrides the built-in of that name; the
+folder is watched, so a replaced file reloads. State lives in --data-dir and survives restarts;
+SIGTERM or SIGINT shuts down gracefully.
 
 --config FILE declares topics and groups, applied (created or replaced) at every start:
   {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}],
@@ -115,8 +117,9 @@ assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wa
 		return nil, usageErr("--max-wait %v must be positive", f.maxWait)
 	case f.logFormat != "console" && f.logFormat != "json":
 		return nil, usageErr("--log-format %q: want console or json", f.logFormat)
-	case f.dataDir == "":
-		return nil, usageErr("--data-dir is required")
+	}
+	if err := f.defaultDirs(dataDirErr); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -223,10 +226,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		Metrics:  reloads,
 		Keeper:   keeper,
 		Progress: starting.progress,
+		Builtins: builtin.FS(),
 	})
 	if err != nil {
 		return err
 	}
+	logBuiltins(log, reg)
 	// Run closes the registry when it returns; this covers the early returns before it runs.
 	defer reg.Close()
 	if err := metrics.Register(pluginCollector{reg}); err != nil {
