@@ -54,6 +54,8 @@ type serveFlags struct {
 	pluginTimeout, maxWait                                      time.Duration
 	restartGraceSet                                             bool
 	createStore                                                 bool
+	historyLimit                                                int
+	historyMaxAge                                               time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -76,6 +78,8 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.maxDelay, "max-delay", coordinator.DefaultMaxDelay, "longest a stream of changes may postpone a recomputation")
 	fs.DurationVar(&f.pluginTimeout, "plugin-timeout", host.DefaultTimeout, "deadline of each plugin call")
 	fs.DurationVar(&f.maxWait, "max-wait", server.DefaultMaxWait, "longest wait a long-poll may ask for")
+	fs.IntVar(&f.historyLimit, "history-limit", coordinator.DefaultHistoryLimit, "generations of history kept per (group, topic) (-1: no limit)")
+	fs.DurationVar(&f.historyMaxAge, "history-max-age", coordinator.DefaultHistoryMaxAge, "drop history older than this, keeping the newest generation (-1ns: no limit)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
@@ -117,6 +121,10 @@ SIGTERM or SIGINT shuts down gracefully.
 		return nil, usageErr("--max-wait %v must be positive", f.maxWait)
 	case f.logFormat != "console" && f.logFormat != "json":
 		return nil, usageErr("--log-format %q: want console or json", f.logFormat)
+	case f.historyLimit == 0 || f.historyLimit < -1:
+		return nil, usageErr("--history-limit %d: want a positive count, or -1 for no limit", f.historyLimit)
+	case f.historyMaxAge == 0:
+		return nil, usageErr("--history-max-age 0: want a positive age, or a negative one for no limit")
 	}
 	if err := f.defaultDirs(dataDirErr); err != nil {
 		return nil, err
@@ -242,6 +250,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
 		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
 		CheckStrategy: func(name string) error { return checkLoaded(reg, name) },
+		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
 	})
 	if err != nil {
 		return err
