@@ -342,15 +342,20 @@ func (c *Coordinator) PutTopicAutoscale(name string, brokers []Broker, policy *a
 	if err != nil {
 		return Topic{}, false, err
 	}
+	// Write queues above read queues strand messages: producers are routed to queues no
+	// consumer reads. RocketMQ allows it as a step of a manual resize; allocd's auto-scaler
+	// takes those steps itself (read queues first when growing, write queues first when
+	// shrinking), so a declared topic is refused rather than accepted with a warning that
+	// would not stop the loss.
+	for _, b := range t.Brokers {
+		if b.WriteQueues > b.ReadQueues {
+			return Topic{}, false, invalid("broker %q: writeQueues %d above readQueues %d: producers would send to queues %d-%d, which no consumer reads (raise readQueues first, or let autoscale resize the topic)",
+				b.Name, b.WriteQueues, b.ReadQueues, b.ReadQueues, b.WriteQueues-1)
+		}
+	}
 	if policy != nil {
 		if err := checkPolicy(*policy); err != nil {
 			return Topic{}, false, err
-		}
-		for _, b := range t.Brokers {
-			if b.WriteQueues > b.ReadQueues {
-				return Topic{}, false, invalid("broker %q: writeQueues %d above readQueues %d: an auto-scaled topic never lets producers write to queues no consumer reads",
-					b.Name, b.WriteQueues, b.ReadQueues)
-			}
 		}
 		p := *policy
 		t.Autoscale = &p

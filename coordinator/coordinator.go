@@ -37,6 +37,11 @@ const (
 	DefaultDebounce       = 200 * time.Millisecond
 	DefaultMaxDelay       = 5 * time.Second
 	DefaultMaxRetry       = 30 * time.Second
+	// DefaultMaxPendingTopics bounds a group's subscriptions to topics not declared yet: as
+	// many as one member may subscribe (MaxTopicsPerMember), so a member started before its
+	// topics are declared is never refused, while names made up by a faulty or hostile client
+	// cannot grow the daemon's memory without end.
+	DefaultMaxPendingTopics = MaxTopicsPerMember
 )
 
 // Options set up a Coordinator. Zero durations mean their defaults.
@@ -68,6 +73,9 @@ type Options struct {
 	MaxRetry time.Duration
 	// CheckStrategy, if set, refuses a binding to a strategy that is not a loaded plugin.
 	CheckStrategy func(name string) error
+	// MaxPendingTopics bounds, per group, the topics its members subscribe to that are not
+	// declared (DefaultMaxPendingTopics); a heartbeat that would pass it is refused.
+	MaxPendingTopics int
 	// HistoryLimit and HistoryMaxAge bound the generation history kept per (group, topic)
 	// (DefaultHistoryLimit, DefaultHistoryMaxAge; negative: no bound).
 	HistoryLimit  int
@@ -95,6 +103,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRetry <= 0 {
 		o.MaxRetry = DefaultMaxRetry
+	}
+	if o.MaxPendingTopics <= 0 {
+		o.MaxPendingTopics = DefaultMaxPendingTopics
 	}
 	if o.HistoryLimit == 0 {
 		o.HistoryLimit = DefaultHistoryLimit
@@ -259,6 +270,50 @@ func (g *group) state(topic string) *topicState {
 		g.topics[topic] = st
 	}
 	return st
+}
+
+// pending reports whether st is a subscription waiting for its topic to be declared: no topic
+// of that name, and no generation ever published. Such a state lives in memory only: it is
+// not computed, not stored, and it goes with its last subscriber (dropPending).
+func (c *Coordinator) pending(st *topicState) bool {
+	_, declared := c.topics[st.name]
+	return !declared && st.gen == nil
+}
+
+// dropPending forgets the pending states among topics that no member subscribes to any more.
+func (c *Coordinator) dropPending(g *group, topics []string) {
+	for _, t := range topics {
+		st := g.topics[t]
+		if st == nil || !c.pending(st) || st.computing || len(g.sortedMembers(t)) > 0 {
+			continue
+		}
+		delete(g.topics, t)
+	}
+}
+
+// checkPending refuses a subscription to topics that would take the group past
+// MaxPendingTopics subscriptions to undeclared topics.
+func (c *Coordinator) checkPending(g *group, topics []string) error {
+	added := 0
+	for _, t := range topics {
+		if _, declared := c.topics[t]; !declared && g.topics[t] == nil {
+			added++
+		}
+	}
+	if added == 0 { // the common heartbeat: nothing new
+		return nil
+	}
+	n := 0
+	for _, st := range g.topics {
+		if c.pending(st) {
+			n++
+		}
+	}
+	if n+added > c.opts.MaxPendingTopics {
+		return conflict("group %q would have %d subscriptions to topics that are not declared, more than the limit of %d: declare the topics first (PUT /v1/topics/NAME) or subscribe to fewer",
+			g.cfg.Name, n+added, c.opts.MaxPendingTopics)
+	}
+	return nil
 }
 
 // notify wakes the group's long-polls.

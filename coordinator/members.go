@@ -64,6 +64,9 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		}
 		delete(g.fenced, hb.CID)
 	}
+	if err := c.checkPending(g, topics); err != nil {
+		return Assignment{}, err
+	}
 	m := g.members[hb.CID]
 	if m != nil && m.instance != hb.InstanceID {
 		// The same client id under another instance id: a different member now.
@@ -132,6 +135,7 @@ func (c *Coordinator) join(g *group, hb Heartbeat, topics []string, now time.Tim
 			changed = append(changed, m.topics...)
 		}
 		c.touch(g, now, changed...)
+		c.dropPending(g, changed)
 		c.log.Info().Str("group", g.cfg.Name).Str("cid", m.cid).Str("instanceId", m.instance).
 			Str("replaced", other.cid).Msg("static member restarted")
 		return m, nil
@@ -170,6 +174,7 @@ func (c *Coordinator) update(g *group, m *member, topics []string, labels map[st
 		changed = append(changed, topics...)
 	}
 	c.touch(g, now, changed...)
+	c.dropPending(g, changed)
 }
 
 // Leave removes a member at once, and reports whether it was there.
@@ -203,6 +208,7 @@ func (c *Coordinator) removeMember(g *group, m *member, now time.Time) {
 		c.dropHolds(g, m.key, g.departReason(m.key))
 	}
 	c.touch(g, now, m.topics...)
+	c.dropPending(g, m.topics)
 	c.m.members.WithLabelValues(g.cfg.Name).Set(float64(len(g.members)))
 }
 

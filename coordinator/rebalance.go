@@ -101,6 +101,10 @@ func (c *Coordinator) dueJobs(now time.Time) []*job {
 			if !st.dirty || st.computing || now.Before(st.due(&c.opts)) || c.held(g, st, now) {
 				continue
 			}
+			if c.pending(st) {
+				st.dirty = false // nothing to compute until the topic is declared
+				continue
+			}
 			j := c.snapshot(g, st, g.cfg.Binding)
 			if st.gen != nil && st.failures == 0 && c.fingerprint(j, c.plugins[j.binding.Strategy]) == st.gen.Inputs {
 				st.dirty = false
@@ -347,7 +351,11 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 		if p.publish {
 			c.m.generations.WithLabelValues(p.g.cfg.Name).Inc()
 			c.m.generation.WithLabelValues(p.g.cfg.Name, p.st.name).Set(float64(p.gen.Number))
-			c.log.Info().Str("group", p.g.cfg.Name).Str("topic", p.st.name).Int64("generation", p.gen.Number).
+			ev := c.log.Info()
+			if len(p.gen.Assignment) == 0 {
+				ev = c.log.Debug() // the last member left: worth no line per (group, topic)
+			}
+			ev.Str("group", p.g.cfg.Name).Str("topic", p.st.name).Int64("generation", p.gen.Number).
 				Int("members", len(p.gen.Assignment)).Str("plugin", p.gen.Plugin).Msg("generation published")
 		}
 	}

@@ -14,10 +14,14 @@ const (
 	DefaultMemoryLimitPages = 1024 // 64 MiB
 	DefaultMaxOutput        = 16 << 20
 	DefaultMaxArena         = 16 << 20
-	DefaultStderrBytes      = 8 << 10
 	// DefaultRecycleAfter retires an instance after this many calls, bounding what a slow leak
 	// in a guest can accumulate.
 	DefaultRecycleAfter = 100_000
+	// DefaultMaxModuleBytes caps a module's size: 16 MiB, five times the largest real plugin
+	// (a standard-Go guest with the SDK is 2-3 MB; TinyGo, Rust and AssemblyScript ones are
+	// far smaller), while reading, rewriting and compiling that much stays well under a second
+	// of work and a few hundred MB of memory.
+	DefaultMaxModuleBytes = 16 << 20
 )
 
 // Config sets up a Runtime. The zero value of every field means its default.
@@ -37,6 +41,8 @@ type Config struct {
 	MaxInstances int
 	// RecycleAfter retires an instance after this many calls (DefaultRecycleAfter).
 	RecycleAfter int
+	// MaxModuleBytes caps the size of a module Load accepts (DefaultMaxModuleBytes).
+	MaxModuleBytes int
 	// CompileWorkers is the number of goroutines that compile one module (2; compiling a 3 MB
 	// Go guest takes 2.4 s with one and 1.2-1.4 s with two on a 2-core machine).
 	CompileWorkers int
@@ -62,6 +68,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RecycleAfter <= 0 {
 		c.RecycleAfter = DefaultRecycleAfter
+	}
+	if c.MaxModuleBytes <= 0 {
+		c.MaxModuleBytes = DefaultMaxModuleBytes
 	}
 	if c.CompileWorkers <= 0 {
 		c.CompileWorkers = 2

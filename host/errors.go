@@ -6,6 +6,10 @@ import (
 	"strings"
 )
 
+// MaxErrorStderr caps the guest stderr an Error's message carries (its head; the length cut is
+// said), so that logs and API answers stay readable when a Go guest dumps its goroutines.
+const MaxErrorStderr = 1024
+
 // Kind classifies a plugin failure.
 type Kind string
 
@@ -34,7 +38,8 @@ type Error struct {
 	Kind   Kind
 	Err    error
 	// Stderr is what the guest wrote to its standard error before the failure (where a Go
-	// panic writes its message), trimmed to the last few KiB.
+	// panic writes its message): its first MaxErrorStderr bytes, with a note of how much was
+	// cut.
 	Stderr string
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,11 @@ func TestHostilePlugins(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("took %v", d)
 			}
+			// A Go guest's fatal error dumps every goroutine; errors (and the logs that carry
+			// them) keep the head and say how much was cut.
+			if n := len(err.Error()); n > host.MaxErrorStderr+1024 {
+				t.Fatalf("error is %d bytes long: %.300s", n, err)
+			}
 			// A second call gets a fresh instance and fails again.
 			if _, err := p.Allocate(context.Background(), req()); !host.IsKind(err, c.kind) && !(c.plugin == "memhog" && host.IsKind(err, host.KindTimeout)) {
 				t.Fatalf("second call: %v", err)
@@ -221,7 +227,10 @@ func TestLoadRefusesBadModules(t *testing.T) {
 		{"wrongabi", wasmbuild.Bytes(t, "host/testdata/plugins/wrongabi"), "plugin speaks ABI 2.0; this host speaks 1.x"},
 		{"noexport", wasmbuild.Bytes(t, "host/testdata/plugins/noexport"), `missing export "allocate" () -> (i32)`},
 		{"notwasm", []byte("#!/bin/sh\necho hello\n"), "not a WebAssembly module"},
-		{"truncated", wasmbuild.Bytes(t, "host/testdata/plugins/noop")[:5000], "compile"},
+		{"truncated", wasmbuild.Bytes(t, "host/testdata/plugins/noop")[:5000], "runs past the end of the module"},
+		// A file of zeros after the header is one empty section every two bytes.
+		{"zeros", append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 1<<20)...), "more than 1024 sections"},
+		{"toolarge", append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, host.DefaultMaxModuleBytes)...), "the limit (Config.MaxModuleBytes)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -368,5 +377,34 @@ func TestSDKKeptStringsStay(t *testing.T) {
 				t.Fatalf("call %d, consumer %d: %s", call, i, r.Err)
 			}
 		}
+	}
+}
+
+// Garbage in the compiled-code cache made every plugin fail to load ("compilationcache:
+// checksum mismatch"), on every restart. The cache is only a cache: the entry is dropped, the
+// module compiled again, and the event logged.
+func TestCorruptCacheRecompiles(t *testing.T) {
+	dir := t.TempDir()
+	rt := newRuntime(t, host.Config{CacheDir: dir})
+	load(t, rt, "first")
+	rt.Close(context.Background())
+	files, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	if len(files) == 0 {
+		t.Fatal("nothing was cached")
+	}
+	for _, f := range files {
+		junk := bytes.Repeat([]byte("garbage!"), 4096)
+		if err := os.WriteFile(f, junk, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs syncBuffer
+	rt = newRuntime(t, host.Config{CacheDir: dir, Logger: zerolog.New(&logs)})
+	p := load(t, rt, "first")
+	if _, err := p.Allocate(context.Background(), &abi.Request{Group: "g", Queues: queues("T", 1, 4), Consumers: []string{"c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "cache entry unreadable") {
+		t.Errorf("the cache problem was not logged:\n%s", logs.String())
 	}
 }

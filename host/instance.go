@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +26,7 @@ type instance struct {
 	describe api.Function // nil when the plugin does not describe itself
 	version  api.Function
 	stack    []uint64
-	stderr   *tailBuffer
+	stderr   *headBuffer
 	cc       *callCtx // the context of the next call; see deadline.go
 	// stop, once set, makes the running call trap the next time an instrumented module calls
 	// into the host through sched_yield (every loopcheck.Period loop heads; see yield).
@@ -60,7 +62,7 @@ type block struct{ off, len uint64 }
 const maxVars = 1 << 20
 
 func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
-	in := &instance{p: p, stack: make([]uint64, 1), stderr: newTailBuffer(DefaultStderrBytes), vars: map[string][]byte{}, random: newRandom(), interruptible: p.interruptible}
+	in := &instance{p: p, stack: make([]uint64, 1), stderr: newHeadBuffer(MaxErrorStderr), vars: map[string][]byte{}, random: newRandom(), interruptible: p.interruptible}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under a deadline
@@ -319,41 +321,56 @@ func (in *instance) logMessage(level zerolog.Level, msg []byte) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written: enough for a Go panic's message and stack head,
-// bounded whatever the guest writes.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
+// headBuffer keeps the first max bytes written and counts the rest: a Go guest's panic or
+// fatal error starts with its message ("fatal error: out of memory", "panic: ..."), and what
+// follows is a dump of every goroutine, kilobytes that say little.
+type headBuffer struct {
+	mu      sync.Mutex
+	buf     []byte
+	max     int
+	dropped int
 }
 
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+func newHeadBuffer(max int) *headBuffer { return &headBuffer{max: max} }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+func (t *headBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := len(p)
-	if len(p) >= t.max {
-		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
-		return n, nil
-	}
-	if over := len(t.buf) + len(p) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	t.buf = append(t.buf, p...)
-	return n, nil
+	room := max(t.max-len(t.buf), 0)
+	keep := min(room, len(p))
+	t.buf = append(t.buf, p[:keep]...)
+	t.dropped += len(p) - keep
+	return len(p), nil
 }
 
-func (t *tailBuffer) String() string {
+// String is what was kept, followed by how much was not when something was cut.
+func (t *headBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	return capText(string(t.buf), MaxErrorStderr, t.dropped)
 }
 
-func (t *tailBuffer) Reset() {
+func (t *headBuffer) Reset() {
 	t.mu.Lock()
-	t.buf = t.buf[:0]
+	t.buf, t.dropped = t.buf[:0], 0
 	t.mu.Unlock()
+}
+
+// capText keeps the first limit bytes of s (cut at a line end when one is near) and says how
+// many bytes were cut, counting dropped bytes that never reached s.
+func capText(s string, limit, dropped int) string {
+	if len(s) > limit {
+		cut := limit
+		if i := strings.LastIndexByte(s[:limit], '\n'); i > limit/2 {
+			cut = i
+		}
+		dropped += len(s) - cut
+		s = s[:cut]
+	}
+	if dropped == 0 {
+		return s
+	}
+	return strings.TrimRight(s, "\n") + "\n[" + strconv.Itoa(dropped) + " more bytes cut]"
 }
 
 // random is the guest's WASI random source: a ChaCha8 stream with a fixed seed, restarted before

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -102,10 +104,16 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
 		return nil, loadErr(errors.New("not a WebAssembly module (no \\0asm magic)"))
 	}
+	if len(wasm) > r.cfg.MaxModuleBytes {
+		return nil, loadErr(fmt.Errorf("module is %d bytes, more than the limit (Config.MaxModuleBytes) of %d", len(wasm), r.cfg.MaxModuleBytes))
+	}
 	// Instrument the module so a runaway call can be stopped with one flag; a module the
 	// rewriter cannot read runs under wazero's own checks instead.
 	wr, code, interruptible := r.rt, wasm, true
-	if out, err := loopcheck.Instrument(wasm); err == nil && !r.forceGuarded {
+	if out, err := loopcheck.Instrument(wasm); errors.Is(err, loopcheck.ErrMalformed) {
+		// No runtime would take it, and compiling it anyway could cost what the checks saved.
+		return nil, loadErr(err)
+	} else if err == nil && !r.forceGuarded {
 		code = out
 	} else {
 		if err == nil {
@@ -117,6 +125,14 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	r.compileMu.Lock()
 	cctx := experimental.WithCompilationWorkers(ctx, r.cfg.CompileWorkers)
 	compiled, err := wr.CompileModule(cctx, code)
+	if err != nil && r.cfg.CacheDir != "" && strings.Contains(err.Error(), "compilationcache") {
+		// The cache is only a cache: an entry it cannot read (garbage, a torn write, a
+		// checksum mismatch) is deleted and the module compiled again.
+		r.log.Warn().Str("plugin", name).Err(err).Str("cacheDir", r.cfg.CacheDir).
+			Msg("compiled-code cache entry unreadable; clearing the cache and compiling again")
+		r.clearCache()
+		compiled, err = wr.CompileModule(cctx, code)
+	}
 	r.compileMu.Unlock()
 	if err != nil {
 		return nil, loadErr(fmt.Errorf("compile: %w", err))
@@ -142,6 +158,22 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 	p.log.Info().Str("hash", p.hash[:12]).Str("version", p.info.Version).
 		Dur("compile", compileTime).Dur("load", time.Since(start)).Msg("plugin loaded")
 	return p, nil
+}
+
+// clearCache deletes the compiled code wazero keeps in CacheDir. wazero names an entry by a hash
+// of the module and of CPU features it does not expose, so the one bad entry cannot be picked
+// out; the others are recompiled once, as on a first start. Only wazero's own folders
+// (wazero-VERSION-ARCH-OS) are touched.
+func (r *Runtime) clearCache() {
+	dirs, _ := filepath.Glob(filepath.Join(r.cfg.CacheDir, "wazero-*"))
+	for _, d := range dirs {
+		files, _ := os.ReadDir(d)
+		for _, f := range files {
+			if !f.IsDir() {
+				os.Remove(filepath.Join(d, f.Name()))
+			}
+		}
+	}
 }
 
 var (

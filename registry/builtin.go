@@ -59,7 +59,7 @@ func (r *Registry) builtinFallback(name, outcome string) string {
 	}
 	failedHash := e.failedHash
 	r.mu.Lock()
-	attempt, attemptHash, lastError := e.lastAttempt, e.lastAttemptHash, e.lastError
+	attempt, attemptHash, lastError, rejected := e.lastAttempt, e.lastAttemptHash, e.lastError, e.rejected
 	r.mu.Unlock()
 	out, fail := r.load(e, b, host.Hash(b), true)
 	e.failedHash = failedHash
@@ -68,7 +68,7 @@ func (r *Registry) builtinFallback(name, outcome string) string {
 		return outFailed
 	}
 	r.mu.Lock()
-	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, attemptHash, lastError
+	e.lastAttempt, e.lastAttemptHash, e.lastError, e.rejected = attempt, attemptHash, lastError, rejected
 	r.mu.Unlock()
 	r.log.Warn().Str("plugin", name).Str("file", e.file).Str("reason", lastError).
 		Msg("the plugin file was rejected; the built-in plugin of that name serves")

@@ -21,6 +21,9 @@ const (
 	Gone EventKind = "gone"
 	// Removed: the plugin was unloaded; calls to it now fail with ErrNotFound.
 	Removed EventKind = "removed"
+	// Restored: the plugin's file holds the version serving again, after it was rejected,
+	// removed or served from the Keeper.
+	Restored EventKind = "restored"
 )
 
 // Event reports a change of a plugin's serving version, so that a coordinator can recompute the
@@ -34,7 +37,9 @@ type Event struct {
 	// Version is the plugin's self-described version ("" for Failed).
 	Version string `json:"version,omitempty"`
 	// Err is why a Failed version was rejected.
-	Err  string    `json:"err,omitempty"`
+	Err string `json:"err,omitempty"`
+	// Kept marks a Loaded version read from Options.Keeper, not from the plugin's file.
+	Kept bool      `json:"kept,omitempty"`
 	Time time.Time `json:"time"`
 }
 
@@ -64,6 +69,14 @@ func (r *Registry) Subscribe() (<-chan Event, func()) {
 
 func (r *Registry) emit(e Event) {
 	e.Time = r.clock.Now()
+	r.mu.Lock()
+	if en := (*r.entries.Load())[e.Name]; en != nil {
+		if len(en.history) == historyLen {
+			en.history = append(en.history[:0], en.history[1:]...)
+		}
+		en.history = append(en.history, e)
+	}
+	r.mu.Unlock()
 	r.smu.Lock()
 	for s := range r.subs {
 		s.push(e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -168,8 +169,30 @@ func pluginName(base string) (string, bool) {
 
 func (r *Registry) path(name string) string { return filepath.Join(r.dir, name+".wasm") }
 
-// scan checks every plugin file in the folder and every name already known.
-func (r *Registry) scan(force bool) {
+// scan checks every plugin file in the folder, every name already known and every name the
+// Keeper holds a version of.
+func (r *Registry) scan(force bool) { r.scanNames(force, nil) }
+
+// initialScan is New's scan: it says how many plugins it loads and how far it got, since
+// compiling them may take seconds each on a first start.
+func (r *Registry) initialScan() {
+	start := time.Now()
+	var total int
+	r.scanNames(false, func(done, n int, name string) {
+		total = n
+		if done == 0 {
+			r.log.Info().Int("plugins", n).Str("dir", r.dir).Msg("loading plugins")
+		} else {
+			r.log.Info().Str("plugin", name).Int("done", done).Int("of", n).Msg("plugin checked")
+		}
+		if r.opts.Progress != nil {
+			r.opts.Progress(done, n)
+		}
+	})
+	r.log.Info().Int("plugins", total).Str("took", time.Since(start).Round(time.Millisecond).String()).Msg("plugins loaded")
+}
+
+func (r *Registry) scanNames(force bool, progress func(done, total int, name string)) {
 	names := map[string]bool{}
 	ents, err := os.ReadDir(r.dir)
 	if err != nil {
@@ -187,11 +210,27 @@ func (r *Registry) scan(force bool) {
 	for _, name := range r.builtinNames() {
 		names[name] = true
 	}
-	for _, name := range slices.Sorted(maps.Keys(names)) {
+	if r.opts.Keeper != nil {
+		kept, err := r.opts.Keeper.Names()
+		if err != nil {
+			r.log.Error().Err(err).Msg("listing kept plugin versions")
+		}
+		for _, name := range kept {
+			names[name] = true
+		}
+	}
+	sorted := slices.Sorted(maps.Keys(names))
+	if progress != nil {
+		progress(0, len(sorted), "")
+	}
+	for i, name := range sorted {
 		if r.closed() {
 			return
 		}
 		r.check(name, force)
+		if progress != nil {
+			progress(i+1, len(sorted), name)
+		}
 	}
 }
 
@@ -209,7 +248,7 @@ func (r *Registry) check(name string, force bool) {
 
 func (r *Registry) checkFile(name string, force bool) string {
 	path := r.path(name)
-	data, err := readStable(path)
+	data, err := readStable(path, r.rt.Config().MaxModuleBytes)
 	builtin := false
 	if errors.Is(err, fs.ErrNotExist) {
 		if b, ok := r.builtin(name); ok {
@@ -218,17 +257,37 @@ func (r *Registry) checkFile(name string, force bool) string {
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(path); lerr == nil {
+			e := r.ensureEntry(name)
+			err = fmt.Errorf("%s is a symlink to %s, which does not exist", path, target)
+			r.reject(e, "", "read", err, r.clock.Now(), 0)
+			r.fallBack(e, err.Error())
+			return outFailed
+		}
 		return r.fileRemoved(name)
 	case errors.Is(err, errUnstable):
 		// Still being written: look again once it has been quiet for a while.
 		r.schedule(name, r.settle)
 		return outUnstable
 	case errors.Is(err, errEmpty):
-		// cp and editors truncate first; the write that follows sends another event.
-		return outEmpty
+		// cp and editors truncate first; the write that follows sends another event. An
+		// empty file that stays so is rejected like any bad version.
+		if q := r.quiet(name); q < r.debounce {
+			r.schedule(name, r.debounce-q)
+			return outEmpty
+		}
+		e := r.ensureEntry(name)
+		if e.failedHash == emptyHash && !force {
+			return outSkipped
+		}
+		err = fmt.Errorf("%s is empty (0 bytes)", path)
+		r.reject(e, emptyHash, "read", err, r.clock.Now(), 0)
+		r.fallBack(e, err.Error())
+		return outFailed
 	case err != nil:
 		e := r.ensureEntry(name)
 		r.reject(e, "", "read", err, r.clock.Now(), 0)
+		r.fallBack(e, err.Error())
 		return outFailed
 	}
 	hash := host.Hash(data)
@@ -238,6 +297,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 		r.mu.Lock()
 		e.builtin = builtin
 		r.mu.Unlock()
+		r.restored(e, v)
 		return outUnchanged
 	}
 	if hash == e.failedHash && !force {
@@ -261,11 +321,51 @@ func (r *Registry) checkFile(name string, force bool) string {
 		return outPending
 	}
 	r.reject(e, f.hash, f.stage, f.err, f.attempt, f.took)
+	r.fallBack(e, fmt.Sprintf("%s (hash %s) was rejected: %s", filepath.Base(path), short(f.hash), f.err))
 	return outFailed
 }
 
-// readStable reads a file (following symlinks) and refuses a read during which it changed.
-func readStable(path string) ([]byte, error) {
+// emptyHash is the content hash of an empty file.
+var emptyHash = host.Hash(nil)
+
+// restored notes that the file holds the version serving: whatever was wrong with it (a
+// rejected version, a version served from the Keeper) is over.
+func (r *Registry) restored(e *entry, v *version) {
+	r.mu.Lock()
+	was := e.kept || e.rejected != nil || e.lastError != ""
+	e.kept, e.keptWhy, e.rejected, e.lastError = false, "", nil, ""
+	r.mu.Unlock()
+	e.failedHash = ""
+	if was {
+		r.log.Info().Str("plugin", e.name).Str("hash", short(v.v.Hash)).Msg("plugin file holds the version serving again")
+		r.emit(Event{Name: e.name, Kind: Restored, Hash: v.v.Hash, Version: v.v.Version})
+	}
+}
+
+// fallBack serves the version the Keeper holds for e when no version serves (at start, or
+// after the file was never good): why says what is wrong with the file.
+func (r *Registry) fallBack(e *entry, why string) {
+	if r.opts.Keeper == nil || e.active.Load() != nil || r.closed() {
+		return
+	}
+	data, hash, ok, err := r.opts.Keeper.Kept(e.name)
+	if err != nil {
+		r.log.Error().Err(err).Str("plugin", e.name).Msg("reading the kept version")
+		return
+	}
+	if !ok {
+		return
+	}
+	e.keptWhy = why
+	if _, f := r.loadVersion(e, data, hash, false, true); f != nil {
+		r.log.Error().Err(f.err).Str("plugin", e.name).Str("hash", short(hash)).Str("stage", f.stage).
+			Msg("the kept version of the plugin failed too; no version serves")
+	}
+}
+
+// readStable reads a file (following symlinks) of at most limit bytes and refuses a read during
+// which it changed.
+func readStable(path string, limit int) ([]byte, error) {
 	st1, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -276,10 +376,10 @@ func readStable(path string) ([]byte, error) {
 	if st1.Size() == 0 {
 		return nil, errEmpty
 	}
-	if st1.Size() > MaxFileSize {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a plugin may have", path, st1.Size(), MaxFileSize)
+	if st1.Size() > int64(limit) {
+		return nil, fmt.Errorf("%s is %d bytes, more than the limit of %d for a plugin file", path, st1.Size(), limit)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readAtMost(path, int(st1.Size()))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, errUnstable // replaced or removed meanwhile: its event follows
@@ -295,6 +395,22 @@ func readStable(path string) ([]byte, error) {
 		return nil, errUnstable
 	}
 	return data, nil
+}
+
+// readAtMost reads a file expected to hold size bytes, reading no more than one byte past it (a
+// file that grew meanwhile is caught by the caller's second stat, never read whole).
+func readAtMost(path string, size int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, size+1)
+	n, err := io.ReadFull(f, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return data[:n], nil
 }
 
 // ensureEntry returns name's entry, adding it when new, and notes that its file exists.
@@ -331,9 +447,15 @@ func (r *Registry) removeEntryLocked(name string) {
 	r.entries.Store(&next)
 }
 
-// load prepares, self-tests and validates a new version, and swaps it in only if every step
-// passed; otherwise it returns the failure, for the caller to record or retry.
+// load prepares, self-tests and validates a new version of e's file (or its built-in), and
+// swaps it in only if every step passed; otherwise it returns the failure, for the caller to
+// record or retry.
 func (r *Registry) load(e *entry, data []byte, hash string, builtin bool) (string, *failure) {
+	return r.loadVersion(e, data, hash, builtin, false)
+}
+
+// loadVersion is load for a version from the file, a built-in, or (kept) the Keeper.
+func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept bool) (string, *failure) {
 	start := time.Now()
 	attempt := r.clock.Now()
 	ctx := r.ctx
@@ -359,19 +481,33 @@ func (r *Registry) load(e *entry, data []byte, hash string, builtin bool) (strin
 		return outFailed, &failure{hash: hash, stage: stage, err: err, attempt: attempt, took: took}
 	}
 
-	v := &version{r: r, p: p, v: Version{Hash: hash, Version: p.Info().Version}}
+	if !kept && !builtin && r.opts.Keeper != nil {
+		// Kept before it serves, so that what serves can always be served after a restart.
+		// A failure (a full disk) costs only that.
+		if err := r.opts.Keeper.Keep(e.name, hash, data); err != nil {
+			r.log.Error().Err(err).Str("plugin", e.name).Str("hash", short(hash)).
+				Msg("could not keep the validated version; after a restart only the file can serve")
+		}
+	}
+	v := &version{r: r, p: p, v: Version{Hash: hash, Version: p.Info().Version}, data: data}
 	v.refs.Store(1) // the registry's own
 	r.draining.Add(1)
 	r.mu.Lock()
 	old := e.active.Swap(v)
 	e.builtin = builtin
 	e.loadedAt = r.clock.Now()
-	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, ""
+	e.kept = kept
+	if !kept {
+		e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, ""
+		e.rejected, e.keptWhy = nil, ""
+	}
 	if old != nil {
 		e.reloads++
 	}
 	r.mu.Unlock()
-	e.failedHash = ""
+	if !kept {
+		e.failedHash = ""
+	}
 	kind, outcome := Loaded, outLoaded
 	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Bool("builtin", builtin).Dur("took", took)
 	if old != nil {
@@ -379,11 +515,17 @@ func (r *Registry) load(e *entry, data []byte, hash string, builtin bool) (strin
 		kind, outcome = Reloaded, outReloaded
 		ev = ev.Str("previous", short(old.v.Hash))
 	}
-	ev.Msg("plugin version serving")
+	if kept {
+		r.log.Warn().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).
+			Str("kept", r.keptWhere(e.name, hash)).Str("because", e.keptWhy).
+			Msg("plugin file cannot serve; serving the last validated version instead")
+	} else {
+		ev.Msg("plugin version serving")
+	}
 	if r.opts.Metrics != nil {
 		r.opts.Metrics.ObserveReload(e.name, ResultOK, took)
 	}
-	r.emit(Event{Name: e.name, Kind: kind, Hash: hash, Version: v.v.Version})
+	r.emit(Event{Name: e.name, Kind: kind, Hash: hash, Version: v.v.Version, Kept: kept})
 	return outcome, nil
 }
 
@@ -395,6 +537,7 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 	}
 	r.mu.Lock()
 	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, reason
+	e.rejected = &Rejection{Hash: hash, Reason: reason, At: attempt}
 	e.failures++
 	r.mu.Unlock()
 	if hash != "" {
@@ -402,9 +545,10 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 	}
 	ev := r.log.Error().Str("plugin", e.name).Str("hash", short(hash)).Str("stage", stage).Str("reason", err.Error())
 	if v := e.active.Load(); v != nil {
-		ev = ev.Str("serving", short(v.v.Hash))
+		ev.Str("serving", short(v.v.Hash)).Msg("plugin version rejected; the previous version keeps serving")
+	} else {
+		ev.Msg("plugin version rejected; no version of it serves")
 	}
-	ev.Msg("plugin version rejected; the previous version keeps serving")
 	if r.opts.Metrics != nil && hash != "" {
 		r.opts.Metrics.ObserveReload(e.name, ResultFailed, took)
 	}
@@ -415,13 +559,29 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 // and the status says the file is gone.
 func (r *Registry) fileRemoved(name string) string {
 	e := (*r.entries.Load())[name]
-	if e == nil {
-		return outAbsent
-	}
-	if e.active.Load() == nil { // never served: just forget it
+	if e == nil || e.active.Load() == nil {
+		// Never served. A plugin in use with a kept version serves that (a restart after
+		// its file was removed); otherwise there is nothing to keep.
+		if r.opts.Keeper != nil && r.inUse(name) {
+			if _, _, ok, _ := r.opts.Keeper.Kept(name); ok {
+				e = r.ensureEntry(name)
+				r.mu.Lock()
+				e.fileGone = true
+				r.mu.Unlock()
+				r.fallBack(e, r.path(name)+" is missing")
+				if e.active.Load() != nil {
+					return outGone
+				}
+			}
+		}
+		if e == nil {
+			r.forget(name)
+			return outAbsent
+		}
 		r.mu.Lock()
 		r.removeEntryLocked(name)
 		r.mu.Unlock()
+		r.forget(name)
 		return outRemoved
 	}
 	external := r.opts.InUse != nil && r.opts.InUse(name)
@@ -442,9 +602,20 @@ func (r *Registry) fileRemoved(name string) string {
 	r.removeEntryLocked(name)
 	r.mu.Unlock()
 	old.unref()
+	r.forget(name)
 	r.log.Info().Str("plugin", name).Str("hash", short(old.v.Hash)).Msg("plugin file removed; plugin unloaded")
 	r.emit(Event{Name: name, Kind: Removed, Hash: old.v.Hash, Version: old.v.Version})
 	return outRemoved
+}
+
+// forget drops the kept version of a plugin that is gone and unused.
+func (r *Registry) forget(name string) {
+	if r.opts.Keeper == nil {
+		return
+	}
+	if err := r.opts.Keeper.Forget(name); err != nil {
+		r.log.Warn().Err(err).Str("plugin", name).Msg("forgetting the kept version")
+	}
 }
 
 // selfTestRequest is a small group: two topics on two brokers, 16 queues, three consumers,

@@ -18,8 +18,14 @@
 // Debounce; until then it is taken for a write in progress and read again),
 // write-to-temp-then-rename (temp names such as .x.wasm.tmp, x.wasm~ and .#x are ignored), a
 // Kubernetes ConfigMap's ..data symlink swap (any change to a ..name rescans every plugin;
-// symlinks are followed), bursts of events, and the same bytes written again (versions are
-// compared by content hash).
+// symlinks are followed), bursts of events, the same bytes written again (versions are
+// compared by content hash), and the folder itself removed or renamed and made again (it is
+// looked for every FolderPoll, then watched and rescanned).
+//
+// With Options.Keeper, every version that passed validation is kept (DirKeeper: a folder of
+// NAME-HASH.wasm), so that a restart serves it when the plugin's file is missing (and in use),
+// empty or rejected; Status says so (Kept, Warning). Module gives the bytes of the version in
+// force, for whoever must hand them on.
 package registry
 
 import (
@@ -54,8 +60,11 @@ const (
 	DefaultDebounce = 200 * time.Millisecond
 	// DefaultValidateTimeout bounds the self-test plus Options.Validate of one new version.
 	DefaultValidateTimeout = time.Minute
-	// MaxFileSize is the largest plugin file the registry reads.
-	MaxFileSize = 256 << 20
+	// DefaultFolderPoll is how often a plugin folder that was removed or renamed is looked for
+	// until it is back (a deploy script's rm -rf and mkdir, a volume remounted).
+	DefaultFolderPoll = 250 * time.Millisecond
+	// historyLen is how many events Status keeps per plugin.
+	historyLen = 16
 )
 
 // ErrNotFound is returned (wrapped) for a plugin name that has no version serving. Test with
@@ -110,6 +119,16 @@ type Options struct {
 	Clock Clock
 	// Metrics, when set, observes every load attempt.
 	Metrics Metrics
+	// Keeper, when set, keeps every version that passed validation, and a plugin whose file is
+	// missing (and that is in use), empty or rejected while no version serves (at start) is
+	// served from it; Status says so (Kept, Warning).
+	Keeper Keeper
+	// FolderPoll is how often a removed or renamed plugin folder is looked for until it comes
+	// back (DefaultFolderPoll).
+	FolderPoll time.Duration
+	// Progress, when set, hears how many of the plugin files found at start New has loaded
+	// (or rejected) so far, and how many there are.
+	Progress func(done, total int)
 	// Builtins, when set, is a folder of NAME.wasm plugins that serve whenever the watched
 	// folder has no NAME.wasm of its own (builtin.go): a file in the folder overrides the
 	// built-in of its name, and removing it brings the built-in back.
@@ -151,6 +170,24 @@ type Status struct {
 	Reloads  int        `json:"reloads"`
 	Failures int        `json:"failures"`
 	Stats    host.Stats `json:"stats"`
+	// Rejected names the version the plugin's file holds when that version was rejected; nil
+	// once the file holds a version that serves.
+	Rejected *Rejection `json:"rejected,omitempty"`
+	// Kept says that the version serving was read from Options.Keeper, not from the plugin's
+	// file (missing, empty or rejected at start).
+	Kept bool `json:"kept,omitempty"`
+	// Warning says in a sentence what an operator must look at: a kept version serving, a
+	// rejected file, a file gone. "" when the plugin serves from its own file.
+	Warning string `json:"warning,omitempty"`
+	// History is the plugin's last events, oldest first.
+	History []Event `json:"history,omitempty"`
+}
+
+// Rejection is a version of a plugin's file that may not serve.
+type Rejection struct {
+	Hash   string    `json:"hash,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 // Registry serves the plugins of one folder. Its methods are safe for concurrent use; the call
@@ -171,6 +208,8 @@ type Registry struct {
 	uses    map[string]int
 
 	watcher *fsnotify.Watcher
+	wmu     sync.Mutex  // guards re-adding the folder's watch against Close
+	polling atomic.Bool // the folder is gone and being looked for
 	running atomic.Bool
 	// ctx bounds loads; Close cancels it so a validation in progress ends early.
 	ctx    context.Context
@@ -207,6 +246,10 @@ type entry struct {
 	lastError       string
 	reloads         int
 	failures        int
+	rejected        *Rejection
+	kept            bool   // the version serving came from the Keeper
+	keptWhy         string // why the file could not serve
+	history         []Event
 	builtin         bool // the active version is the built-in one
 
 	// Worker only: the hash of the last rejected version, not tried again until it changes,
@@ -229,6 +272,7 @@ type version struct {
 	r    *Registry
 	p    *host.Plugin
 	v    Version
+	data []byte // the module's bytes, for Module
 	refs atomic.Int64
 }
 
@@ -287,6 +331,9 @@ func New(rt *host.Runtime, dir string, opts Options) (*Registry, error) {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
+	if opts.FolderPoll <= 0 {
+		opts.FolderPoll = DefaultFolderPoll
+	}
 	r := &Registry{
 		rt: rt, dir: abs, opts: opts, clock: opts.Clock, settle: opts.Settle, debounce: opts.Debounce,
 		log:    opts.Logger.With().Str("component", "registry").Logger(),
@@ -310,7 +357,7 @@ func New(rt *host.Runtime, dir string, opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("registry: watching %s: %w", abs, err)
 	}
 	r.watcher = w
-	r.scan(false)
+	r.initialScan()
 	go r.work()
 	return r, nil
 }
@@ -329,6 +376,17 @@ func (r *Registry) Allocate(ctx context.Context, name string, req *abi.Request) 
 	defer v.unref()
 	resp, err := v.p.Allocate(ctx, req)
 	return resp, v.v, err
+}
+
+// Module returns the bytes and content hash of the version of plugin name in force, or an
+// error wrapping ErrNotFound. The bytes are the registry's: do not modify them.
+func (r *Registry) Module(name string) ([]byte, string, error) {
+	v, err := r.pin(name)
+	if err != nil {
+		return nil, "", err
+	}
+	defer v.unref()
+	return v.data, v.v.Hash, nil
 }
 
 // Acquire pins the current version of plugin name until release is called (once; later calls do
@@ -443,12 +501,38 @@ func (r *Registry) statusLocked(e *entry) Status {
 	s := Status{
 		Name: e.name, File: e.file, FileGone: e.fileGone, Builtin: e.builtin, LoadedAt: e.loadedAt,
 		LastAttempt: e.lastAttempt, LastAttemptHash: e.lastAttemptHash, LastError: e.lastError,
-		Reloads: e.reloads, Failures: e.failures,
+		Reloads: e.reloads, Failures: e.failures, Kept: e.kept, History: slices.Clone(e.history),
 	}
-	if v := e.active.Load(); v != nil {
+	if e.rejected != nil {
+		rej := *e.rejected
+		s.Rejected = &rej
+	}
+	v := e.active.Load()
+	if v != nil {
 		s.ActiveHash, s.Version, s.Info, s.Stats = v.v.Hash, v.v.Version, v.p.Info(), v.p.Stats()
 	}
+	file := filepath.Base(e.file)
+	switch {
+	case e.kept && v != nil:
+		s.Warning = fmt.Sprintf("serving the last validated version (hash %s), kept in %s, because %s", short(v.v.Hash), r.keptWhere(e.name, v.v.Hash), e.keptWhy)
+	case e.rejected != nil && v != nil:
+		s.Warning = fmt.Sprintf("%s (hash %s) was rejected: %s; version %s keeps serving", file, short(e.rejected.Hash), e.rejected.Reason, short(v.v.Hash))
+	case e.rejected != nil:
+		s.Warning = fmt.Sprintf("no version serves: %s (hash %s) was rejected: %s", file, short(e.rejected.Hash), e.rejected.Reason)
+	case e.fileGone && v != nil:
+		s.Warning = fmt.Sprintf("%s was removed while in use; version %s keeps serving", file, short(v.v.Hash))
+	}
 	return s
+}
+
+// keptWhere names where the Keeper holds a version, for messages.
+func (r *Registry) keptWhere(name, hash string) string {
+	if k, ok := r.opts.Keeper.(interface {
+		Path(name, hash string) string
+	}); ok {
+		return k.Path(name, hash)
+	}
+	return "the store of kept versions"
 }
 
 // Close stops watching, unloads every plugin and waits until every version is drained (calls in
@@ -465,7 +549,9 @@ func (r *Registry) Close() error {
 		r.qmu.Unlock()
 		r.cancel()
 		<-r.stopped // the worker finishes the load in progress
+		r.wmu.Lock()
 		r.closeErr = r.watcher.Close()
+		r.wmu.Unlock()
 		r.mu.Lock()
 		old := *r.entries.Load()
 		empty := map[string]*entry{}

@@ -93,6 +93,8 @@ type fixture struct {
 	checks []check
 	signal chan struct{}
 	cursor int
+	// stop ends Run and waits for it (the registry is closed then); later calls do nothing.
+	stop func()
 }
 
 func start(t *testing.T, dir string, opts Options) *fixture {
@@ -118,13 +120,17 @@ func start(t *testing.T, dir string, opts Options) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		unsubscribe()
-	})
+	var once sync.Once
+	f.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			unsubscribe()
+		})
+	}
+	t.Cleanup(f.stop)
 	return f
 }
 
@@ -347,7 +353,7 @@ func TestInitialLoadAndStatus(t *testing.T) {
 	}
 	bad := st[1]
 	if bad.ActiveHash != "" || bad.LastAttemptHash != host.Hash(garbage) || bad.Failures != 1 ||
-		!strings.Contains(bad.LastError, "compile") || !bad.LastAttempt.Equal(at) {
+		!strings.Contains(bad.LastError, "malformed module") || !bad.LastAttempt.Equal(at) {
 		t.Errorf("status of bad = %+v", bad)
 	}
 
@@ -667,7 +673,7 @@ func TestBadVersionKeepsServing(t *testing.T) {
 		reason string
 	}{
 		{"garbage", []byte("this is not wasm at all, just text"), "not a WebAssembly module"},
-		{"truncated", first[:len(first)-1000], "compile"},
+		{"truncated", first[:len(first)-1000], "runs past the end of the module"},
 		{"wrongabi", wasmbuild.Bytes(t, pkgWrongABI), "ABI 2.0"},
 		{"validate", plain, "validate: rejected by the test's hook"},
 	}

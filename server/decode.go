@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/allocd/allocd/coordinator"
 )
@@ -26,9 +28,18 @@ func badRequest(format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
-// decode reads exactly one JSON object of known fields into v.
+// decode reads exactly one JSON object of known fields into v. The body must be valid UTF-8
+// with no lone surrogate escapes: encoding/json would turn either into U+FFFD, so "c\xffx" and
+// "c\xfex" would become one client id.
 func decode(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return bodyError(err)
+	}
+	if err := checkUTF8(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return bodyError(err)
@@ -40,6 +51,62 @@ func decode(r io.Reader, v any) error {
 		return badRequest("request body has data after its JSON value")
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not valid UTF-8, or whose strings escape half of a
+// surrogate pair (\ud800 alone): JSON text is UTF-8, and a lone surrogate names no character.
+func checkUTF8(body []byte) error {
+	if !utf8.Valid(body) {
+		off := 0
+		for off < len(body) {
+			r, n := utf8.DecodeRune(body[off:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			off += n
+		}
+		return badRequest("request body is not valid UTF-8 (byte %d)", off)
+	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(body):
+			i++
+			if body[i] != 'u' {
+				continue
+			}
+			r, ok := hex4(body, i+1)
+			if !ok {
+				continue // the decoder reports the bad escape
+			}
+			i += 4
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return badRequest("request body has a lone surrogate escape \\u%04x (byte %d)", r, i-5)
+			case r >= 0xD800 && r <= 0xDBFF:
+				low, ok := rune(0), false
+				if i+2 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+					low, ok = hex4(body, i+3)
+				}
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return badRequest("request body has a lone surrogate escape \\u%04x (byte %d)", r, i-5)
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// hex4 reads the four hex digits of a \u escape at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 32)
+	return rune(v), err == nil
 }
 
 // bodyError turns encoding/json's errors into messages that name the field and the problem

@@ -257,9 +257,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		Active bool      `json:"active"`
 	}
 	resp := struct {
-		Status string `json:"status"`
-		Grace  *grace `json:"restartGrace,omitempty"`
+		Status   string   `json:"status"`
+		Grace    *grace   `json:"restartGrace,omitempty"`
+		Warnings []string `json:"warnings,omitempty"`
 	}{Status: "ready"}
+	if s.opts.Warnings != nil {
+		resp.Warnings = s.opts.Warnings()
+	}
 	if until, active := s.c.Grace(); !until.IsZero() {
 		resp.Grace = &grace{Until: until.UTC(), Active: active}
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	MaxWait, DefaultWait time.Duration
 	// Ready reports whether the daemon can serve (/readyz); nil means ready.
 	Ready func() error
+	// Warnings, if set, lists what /readyz reports alongside readiness (a plugin served from
+	// its kept version, a rejected plugin file), one sentence each.
+	Warnings func() []string
 }
 
 // Server is the HTTP API.

@@ -196,6 +196,16 @@ func TestValidation(t *testing.T) {
 	e.do("PUT", "/v1/groups/g", `{"strategy":"averagely"}`, nil)
 	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":""}`, http.StatusBadRequest, "cid is empty")
 	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c\u0001"}`, http.StatusBadRequest, "control character")
+	// encoding/json turns invalid UTF-8 and lone surrogates into U+FFFD, which made "c\xffx"
+	// and "c\xfex" one member: both are refused before decoding.
+	e.expectError("POST", "/v1/groups/g/heartbeat", "{\"cid\":\"c\xffx\"}", http.StatusBadRequest, "not valid UTF-8 (byte 9)")
+	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c\ud800x"}`, http.StatusBadRequest, `lone surrogate escape \ud800`)
+	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c\udc00"}`, http.StatusBadRequest, `lone surrogate escape \udc00`)
+	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c\\ud800"}`, http.StatusOK, "") // an escaped backslash, then text
+	if code := e.do("POST", "/v1/groups/g/heartbeat", `{"cid":"c\ud83d\ude00"}`, nil); code != http.StatusOK {
+		t.Errorf("a surrogate pair: %d", code)
+	}
+	e.expectError("PUT", "/v1/topics/W", `{"brokers":[{"name":"a","readQueues":1,"writeQueues":8}]}`, http.StatusBadRequest, "which no consumer reads")
 	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c","topics":["T"],"labels":{"weight":"x"}}`, http.StatusBadRequest, `label weight "x"`)
 	e.expectError("POST", "/v1/groups/g/heartbeat", `{"cid":"c","topic":["T"]}`, http.StatusBadRequest, `unknown field "topic"`)
 	e.expectError("POST", "/v1/groups/nosuch/heartbeat", `{"cid":"c"}`, http.StatusNotFound, `group "nosuch" not found`)

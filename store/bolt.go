@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -28,7 +29,16 @@ type Options struct {
 	LockTimeout time.Duration
 	// NoSync skips fsync on commit. Only for tests: a crash may then lose or corrupt data.
 	NoSync bool
+	// CreateEmpty accepts an empty (0-byte) database file as a new store. Without it such a
+	// file is refused: it is what a first start cut short or a lost file leaves, and opening it
+	// would start the daemon silently with no topics and no groups. (A missing file is a
+	// first start and is always created.) The daemon's flag is --create-store.
+	CreateEmpty bool
 }
+
+// ErrDamaged is matched (errors.Is) by Open's error for a file that is not a sound bbolt
+// database: a damaged page, a bad freelist, a torn or foreign file.
+var ErrDamaged = errors.New("the file is damaged")
 
 // Bolt is the embedded file store: one bbolt file in the data folder. bbolt commits with
 // copy-on-write pages and an fsync'd meta page, so a kill -9 at any instant leaves either the
@@ -52,9 +62,17 @@ func Open(dir string, opts Options) (*Bolt, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, NoSync: opts.NoSync})
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 && !opts.CreateEmpty {
+		return nil, &Error{Op: "open " + path, Err: errors.New("the file is empty (0 bytes), so it holds no topics or groups: " +
+			"restore it from a backup, or start a new, empty store with --create-store")}
+	}
+	db, err := openChecked(path, opts)
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, &Error{Op: "open " + path, Err: fmt.Errorf("locked by another process (is another allocd using --data-dir %s?)", dir)}
+	}
+	if errors.Is(err, ErrDamaged) {
+		return nil, &Error{Op: "open " + path, Err: fmt.Errorf("%w (%v): stop here and restore %s from a backup, "+
+			"or move it away to start with an empty store", ErrDamaged, oneLine(err), FileName)}
 	}
 	if err != nil {
 		return nil, &Error{Op: "open " + path, Err: err}
@@ -65,6 +83,63 @@ func Open(dir string, opts Options) (*Bolt, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// maxCheckErrors is how many of Tx.Check's findings an error quotes.
+const maxCheckErrors = 3
+
+// openChecked opens the file and checks every page reachable from its roots (bbolt's Tx.Check)
+// before anything reads them: bbolt asserts the pages it reads with panics ("Page expected to
+// be: 3", "invalid freelist page"), and a damaged page must give an error, never a crash.
+// Opening itself reads the meta and freelist pages, so a panic there becomes ErrDamaged too.
+// The check reads the whole file once: for the daemon's stores (megabytes) a few milliseconds.
+func openChecked(path string, opts Options) (db *bolt.DB, err error) {
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				db, err = nil, fmt.Errorf("%w: unreadable page: %v", ErrDamaged, r)
+			}
+		}()
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout, NoSync: opts.NoSync})
+	}()
+	switch {
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, fmt.Errorf("%w: %v", ErrDamaged, err)
+	case err != nil:
+		return nil, err
+	}
+	var found []string
+	n := 0
+	verr := db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			if n < maxCheckErrors {
+				found = append(found, e.Error())
+			}
+			n++
+		}
+		return nil
+	})
+	if verr != nil {
+		found = append(found, verr.Error())
+		n++
+	}
+	if n == 0 {
+		return db, nil
+	}
+	db.Close()
+	msg := strings.Join(found, "; ")
+	if n > len(found) {
+		msg += fmt.Sprintf("; %d problems in all", n)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrDamaged, msg)
+}
+
+// oneLine strips ErrDamaged's own text and folds a message onto one line; the word panic
+// (Tx.Check reports bbolt's assertions so) would only suggest allocd crashed.
+func oneLine(err error) string {
+	s := strings.TrimPrefix(err.Error(), ErrDamaged.Error()+": ")
+	s = strings.ReplaceAll(s, "panic: ", "unreadable page: ")
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // Path is the database file's path.

@@ -61,6 +61,7 @@ func TestServeFromAnyFolder(t *testing.T) {
 			t.Fatalf("allocd serve wrote no address in time\n%s", d.stderr.String())
 		}
 	}
+	d.waitReady(3 * time.Minute) // it listens before its plugins are loaded
 
 	dataDir := filepath.Join(home, ".local", "share", "allocd")
 	pluginsDir := filepath.Join(dataDir, "plugins")

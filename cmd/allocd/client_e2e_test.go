@@ -19,7 +19,12 @@ func TestClientAgainstServe(t *testing.T) {
 	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
 	ctx := context.Background()
 	c := client.New(d.url)
-	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 8, WriteQueues: 8}, {Name: "broker-b", ReadQueues: 0, WriteQueues: 3}}); err != nil {
+	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 8, WriteQueues: 8}}); err != nil {
+		t.Fatal(err)
+	}
+	// A topic for producers on two brokers (write queues never above read queues: those would
+	// strand messages, and the daemon refuses them).
+	if _, err := c.PutTopic(ctx, "P", []client.Broker{{Name: "broker-a", ReadQueues: 8, WriteQueues: 8}, {Name: "broker-b", ReadQueues: 3, WriteQueues: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.PutGroup(ctx, "g", client.Binding{Strategy: "averagely"}); err != nil {
@@ -80,7 +85,7 @@ func TestClientAgainstServe(t *testing.T) {
 	t.Logf("leave -> the other consumer has every queue: %v (debounce 50ms)", took)
 
 	// Producers: 11 writable queues (broker-a 0..7, broker-b 0..2); ForKey agrees with the daemon.
-	p := c.NewProducer("T", client.ProducerOptions{})
+	p := c.NewProducer("P", client.ProducerOptions{})
 	qs, err := p.Queues(ctx)
 	if err != nil || len(qs) != 11 {
 		t.Fatalf("route: %v, %v", qs, err)
@@ -95,7 +100,7 @@ func TestClientAgainstServe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		theirs, err := c.RouteKey(ctx, "T", key)
+		theirs, err := c.RouteKey(ctx, "P", key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,6 +57,31 @@ const e2eSession = 2 * time.Second
 // answers /readyz.
 func startDaemon(t *testing.T, dataDir, pluginsDir string, extra ...string) *daemon {
 	t.Helper()
+	d := launchDaemon(t, dataDir, pluginsDir, extra...)
+	d.waitReady(2 * time.Minute) // the first run compiles the plugins
+	return d
+}
+
+// waitReady waits until the daemon answers /readyz with 200.
+func (d *daemon) waitReady(within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	// The daemon listens before its plugins are loaded, and answers /readyz 503 until then.
+	for code := d.do("GET", "/readyz", "", nil); code != http.StatusOK; code = d.do("GET", "/readyz", "", nil) {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("/readyz answered %d", code)
+		}
+		select {
+		case <-d.exited:
+			d.t.Fatalf("allocd serve exited: %v\n%s", d.err, d.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// launchDaemon runs allocd serve and waits until it listens (it may not be ready yet).
+func launchDaemon(t *testing.T, dataDir, pluginsDir string, extra ...string) *daemon {
+	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
 		"--data-dir", dataDir, "--plugins-dir", pluginsDir,
@@ -91,9 +116,6 @@ func startDaemon(t *testing.T, dataDir, pluginsDir string, extra ...string) *dae
 		if time.Now().After(deadline) {
 			t.Fatalf("allocd serve wrote no address in time\n%s", d.stderr.String())
 		}
-	}
-	if code := d.do("GET", "/readyz", "", nil); code != http.StatusOK {
-		t.Fatalf("/readyz answered %d", code)
 	}
 	return d
 }

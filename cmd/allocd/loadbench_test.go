@@ -87,8 +87,12 @@ func startLoadDaemon(tb testing.TB, extra ...string) *loadDaemon {
 			tb.Fatal("allocd serve wrote no address in time")
 		}
 	}
-	if err := client.New(d.url).Ready(context.Background()); err != nil {
-		tb.Fatal(err)
+	// The daemon listens before its plugins are loaded, and is ready once they are.
+	for err := client.New(d.url).Ready(context.Background()); err != nil; err = client.New(d.url).Ready(context.Background()) {
+		if time.Now().After(deadline) {
+			tb.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return d
 }

@@ -121,6 +121,8 @@ func (c configFlag) Set(s string) error {
 }
 
 func newLogger(w interface{ Write([]byte) (int, error) }, level string, json bool) (zerolog.Logger, error) {
+	// Durations print with their unit ("3.48s"), not as bare milliseconds.
+	zerolog.DurationFieldFormat = zerolog.DurationFormatString
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		return zerolog.Nop(), usageErr("log level %q: want trace, debug, info, warn, error or disabled", level)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,7 @@ type serveFlags struct {
 	sessionTimeout, restartGrace, debounce, maxDelay            time.Duration
 	pluginTimeout, maxWait                                      time.Duration
 	restartGraceSet                                             bool
+	createStore                                                 bool
 	historyLimit                                                int
 	historyMaxAge                                               time.Duration
 }
@@ -63,6 +65,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
 	dataDir, dataDirErr := defaultDataDir()
 	fs.StringVar(&f.dataDir, "data-dir", dataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	fs.BoolVar(&f.createStore, "create-store", false, "accept an empty (0-byte) allocd.db in --data-dir as a new, empty store; without it such a file is refused (a missing file is always created)")
 	fs.StringVar(&f.pluginsDir, "plugins-dir", "", "folder of NAME.wasm strategy plugins, watched for changes; they add to the built-in plugins and override those of the same name (default DATA-DIR/plugins, created if needed)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
@@ -154,7 +157,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 
-	st, err := store.Open(f.dataDir, store.Options{})
+	st, err := store.Open(f.dataDir, store.Options{CreateEmpty: f.createStore})
 	if err != nil {
 		return err
 	}
@@ -164,6 +167,35 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		}
 	}()
 	log.Info().Str("path", st.Path()).Msg("store opened")
+
+	// Listen at once: compiling the plugins on a first start takes seconds each, and until
+	// they are loaded the daemon answers /healthz, and 503 with the progress everywhere else.
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	addr := ln.Addr().String()
+	if f.addrFile != "" {
+		if err := writeFileAtomic(f.addrFile, []byte(addr+"\n")); err != nil {
+			ln.Close()
+			return fmt.Errorf("--addr-file: %w", err)
+		}
+	}
+	starting := &startupHandler{}
+	var handler atomic.Pointer[http.Handler]
+	handler.Store(ptr[http.Handler](starting))
+	httpSrv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      f.maxWait + 30*time.Second, // a long-poll writes after its wait
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	defer httpSrv.Close() // on an early return; the graceful shutdown comes first otherwise
+	log.Info().Str("addr", addr).Msg("listening; loading plugins")
 
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -178,17 +210,30 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	defer rt.Close(context.Background())
 
+	keeper, err := registry.NewDirKeeper(filepath.Join(f.dataDir, keptPluginsDir))
+	if err != nil {
+		return err
+	}
 	// The registry asks whether a binding still uses a plugin whose file was removed; the
-	// coordinator that knows exists only once the registry has loaded the plugins.
+	// coordinator that knows exists only once the registry has loaded the plugins, so until
+	// then the stored groups answer (a restart must serve the kept version of a plugin in use).
+	stored, err := st.ListGroups()
+	if err != nil {
+		return err
+	}
 	var coord atomic.Pointer[coordinator.Coordinator]
 	reg, err := registry.New(rt, f.pluginsDir, registry.Options{
 		Logger:   log,
 		Validate: func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) },
 		InUse: func(name string) bool {
-			c := coord.Load()
-			return c != nil && c.StrategyInUse(name)
+			if c := coord.Load(); c != nil {
+				return c.StrategyInUse(name)
+			}
+			return slices.ContainsFunc(stored, func(g store.Group) bool { return g.Strategy == name })
 		},
 		Metrics:  reloads,
+		Keeper:   keeper,
+		Progress: starting.progress,
 		Builtins: builtin.FS(),
 	})
 	if err != nil {
@@ -225,34 +270,33 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 	srv, err := server.New(server.Options{
 		Coordinator: c, Plugins: pluginStatus{reg}, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
+		Ready:    func() error { return pluginsReady(c, reg) },
+		Warnings: func() []string { return pluginWarnings(reg) },
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", f.listen, err)
-	}
-	addr := ln.Addr().String()
-	if f.addrFile != "" {
-		if err := writeFileAtomic(f.addrFile, []byte(addr+"\n")); err != nil {
-			ln.Close()
-			return fmt.Errorf("--addr-file: %w", err)
+	handler.Store(ptr(srv.Handler()))
+	grace, graceActive := c.Grace()
+	serving, kept, failing := 0, 0, 0
+	for _, s := range reg.Status() {
+		switch {
+		case s.Kept:
+			kept++
+		case s.ActiveHash != "":
+			serving++
+		default:
+			failing++
 		}
 	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      f.maxWait + 30*time.Second, // a long-poll writes after its wait
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
-	grace, graceActive := c.Grace()
 	ev := log.Info().Str("addr", addr).Str("dataDir", f.dataDir).Str("pluginsDir", reg.Dir()).
-		Int("plugins", len(reg.Status())).Dur("sessionTimeout", f.sessionTimeout)
+		Int("plugins", serving).Int("pluginsFromKept", kept).Int("pluginsNotServing", failing).
+		Dur("sessionTimeout", f.sessionTimeout)
 	if graceActive {
 		ev = ev.Time("restartGraceUntil", grace)
+	}
+	if err := pluginsReady(c, reg); err != nil {
+		ev = ev.Str("notReady", err.Error())
 	}
 	ev.Msg("allocd serving")
 
@@ -285,9 +329,6 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			}
 		}
 	})
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
-
 	var failure error
 	select {
 	case <-ctx.Done():
@@ -314,6 +355,69 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	log.Info().Msg("allocd stopped")
 	return nil
+}
+
+// keptPluginsDir is the folder in --data-dir that keeps the last validated version of every
+// plugin (NAME-HASH.wasm), served after a restart when the plugin's file is missing or bad.
+const keptPluginsDir = "plugins-good"
+
+func ptr[T any](v T) *T { return &v }
+
+// startupHandler answers while the plugins load: /healthz says the process is alive, everything
+// else 503 with how far loading has got.
+type startupHandler struct{ done, total atomic.Int64 }
+
+func (h *startupHandler) progress(done, total int) {
+	h.done.Store(int64(done))
+	h.total.Store(int64(total))
+}
+
+func (h *startupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/healthz" {
+		io.WriteString(w, `{"status":"ok"}`+"\n")
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	msg := fmt.Sprintf("starting: loading plugins (%d of %d done)", h.done.Load(), h.total.Load())
+	json.NewEncoder(w).Encode(map[string]string{"status": "starting", "error": msg})
+}
+
+// pluginsReady fails while a group is bound to a plugin that has no version serving: its
+// members would get no assignment.
+func pluginsReady(c *coordinator.Coordinator, r *registry.Registry) error {
+	var bad []string
+	for _, g := range c.Groups() {
+		if g.Strategy == "" {
+			continue
+		}
+		s, ok := r.StatusOf(g.Strategy)
+		if ok && s.ActiveHash != "" {
+			continue
+		}
+		why := "no such plugin in " + r.Dir()
+		if ok && s.LastError != "" {
+			why = s.LastError
+		}
+		bad = append(bad, fmt.Sprintf("group %q is bound to plugin %q, which is not serving (%s)", g.Name, g.Strategy, why))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// pluginWarnings lists what /readyz reports besides readiness: kept versions serving, rejected
+// files, files gone.
+func pluginWarnings(r *registry.Registry) []string {
+	var out []string
+	for _, s := range r.Status() {
+		if s.Warning != "" {
+			out = append(out, "plugin "+strconv.Quote(s.Name)+": "+s.Warning)
+		}
+	}
+	return out
 }
 
 // registryAllocator is the registry as the coordinator's Allocator: a version is a content hash.

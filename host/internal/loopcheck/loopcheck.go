@@ -37,6 +37,23 @@ const Period = 4096
 // ErrUnsupported reports a module this package cannot instrument.
 var ErrUnsupported = errors.New("loopcheck: unsupported")
 
+// ErrMalformed reports a module whose section layout breaks the binary format (a section past
+// the end, a custom section with no name, a known section twice or out of order) or that has
+// more than MaxSections sections: no runtime would accept it, so there is nothing to fall back to.
+var ErrMalformed = errors.New("malformed module")
+
+// MaxSections is the most sections a module may have. A module has at most 13 known sections;
+// the rest are custom sections (names, producers, debug information: a few dozen for a Rust
+// module with DWARF, a handful for Go). The limit keeps the section table small whatever the
+// input: a file of zeros is a zero-length section every two bytes.
+const MaxSections = 1024
+
+// maxGrowth bounds the code the rewriter adds, as a fraction of the input: a real module grows
+// by a few percent (a Go guest of 3 MB by ~2%), while one made of nothing but loop heads would
+// grow elevenfold. Past it the module is refused as unsupported and runs under wazero's checks.
+const maxGrowth = 2 // output at most len(module) + len(module)/maxGrowth + growthSlack
+const growthSlack = 64 << 10
+
 const (
 	secCustom = 0
 	secType   = 1
@@ -59,15 +76,9 @@ func Instrument(module []byte) ([]byte, error) {
 	if len(module) < 8 || !bytes.Equal(module[:4], []byte("\x00asm")) || !bytes.Equal(module[4:8], []byte{1, 0, 0, 0}) {
 		return nil, fmt.Errorf("%w: not a core WebAssembly module, version 1", ErrUnsupported)
 	}
-	var secs []section
-	for r := (reader{b: module, off: 8}); r.off < len(r.b); {
-		id := r.byte()
-		n := r.u32()
-		body := r.bytes(int(n))
-		if r.err != nil {
-			return nil, r.err
-		}
-		secs = append(secs, section{id, body})
+	secs, err := readSections(module)
+	if err != nil {
+		return nil, err
 	}
 
 	importedGlobals, definedGlobals := uint32(0), uint32(0)
@@ -125,7 +136,8 @@ func Instrument(module []byte) ([]byte, error) {
 			s.body = appendToVector(s.body, exportEntry(gidx))
 			added[secExport] = true
 		case secCode:
-			body, err := instrumentCode(s.body, gidx, uint32(yield))
+			limit := len(s.body) + len(module)/maxGrowth + growthSlack
+			body, err := instrumentCode(s.body, gidx, uint32(yield), limit)
 			if err != nil {
 				return nil, err
 			}
@@ -151,6 +163,48 @@ func Instrument(module []byte) ([]byte, error) {
 		res = append(res, s.body...)
 	}
 	return res, nil
+}
+
+// readSections splits a module into its sections, checking the layout the binary format demands
+// of them, with no more than MaxSections entries.
+func readSections(module []byte) ([]section, error) {
+	// Count first, so the table is allocated once and never past the limit.
+	n := 0
+	for r := (reader{b: module, off: 8}); r.off < len(r.b); n++ {
+		if n == MaxSections {
+			return nil, fmt.Errorf("%w: more than %d sections", ErrMalformed, MaxSections)
+		}
+		r.byte()
+		size := r.u32()
+		start := r.off
+		r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: section %d at byte %d runs past the end of the module", ErrMalformed, n, start)
+		}
+	}
+	secs := make([]section, 0, n)
+	last := 0
+	for r := (reader{b: module, off: 8}); r.off < len(r.b); {
+		at := r.off
+		id := r.byte()
+		body := r.bytes(int(r.u32()))
+		if id == secCustom {
+			if len(body) == 0 {
+				return nil, fmt.Errorf("%w: custom section at byte %d has no name", ErrMalformed, at)
+			}
+		} else {
+			pos, ok := sectionOrder[id]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%w: unknown section id %d at byte %d", ErrMalformed, id, at)
+			case pos <= last:
+				return nil, fmt.Errorf("%w: section id %d at byte %d is repeated or out of order", ErrMalformed, id, at)
+			}
+			last = pos
+		}
+		secs = append(secs, section{id, body})
+	}
+	return secs, nil
 }
 
 func exportEntry(gidx uint32) []byte {
@@ -246,7 +300,8 @@ func checkExports(body []byte) error {
 	return r.err
 }
 
-func instrumentCode(body []byte, gidx, yield uint32) ([]byte, error) {
+// instrumentCode rewrites the code section; an output longer than limit bytes is refused.
+func instrumentCode(body []byte, gidx, yield uint32, limit int) ([]byte, error) {
 	// At every loop head:
 	//	global.get g; i32.const 1; i32.sub; global.set g
 	//	global.get g; i32.eqz; if; call sched_yield; drop; i32.const Period; global.set g; end
@@ -260,7 +315,7 @@ func instrumentCode(body []byte, gidx, yield uint32) ([]byte, error) {
 
 	r := reader{b: body}
 	n := r.u32()
-	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
+	out := appendU32(make([]byte, 0, min(len(body)+len(body)/8, limit)), n)
 	var fn []byte
 	for i := uint32(0); i < n; i++ {
 		size := r.u32()
@@ -269,9 +324,12 @@ func instrumentCode(body []byte, gidx, yield uint32) ([]byte, error) {
 			return nil, r.err
 		}
 		var err error
-		fn, err = instrumentFunc(fn[:0], code, check)
+		fn, err = instrumentFunc(fn[:0], code, check, limit-len(out))
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
+		}
+		if len(out)+len(fn)+5 > limit {
+			return nil, fmt.Errorf("%w: instrumenting would grow the code past %d bytes (too many loops)", ErrUnsupported, limit)
 		}
 		out = appendU32(out, uint32(len(fn)))
 		out = append(out, fn...)
@@ -282,8 +340,9 @@ func instrumentCode(body []byte, gidx, yield uint32) ([]byte, error) {
 	return out, nil
 }
 
-// instrumentFunc copies one function body to out, adding check after every loop instruction.
-func instrumentFunc(out, code, check []byte) ([]byte, error) {
+// instrumentFunc copies one function body to out, adding check after every loop instruction;
+// an output longer than limit is refused.
+func instrumentFunc(out, code, check []byte, limit int) ([]byte, error) {
 	r := reader{b: code}
 	groups := r.u32()
 	for i := uint32(0); i < groups; i++ {
@@ -299,6 +358,14 @@ func instrumentFunc(out, code, check []byte) ([]byte, error) {
 		switch {
 		case op == 0x03: // loop
 			r.blockType()
+			need := len(out) + r.off - copied + len(check)
+			if need > limit {
+				return nil, fmt.Errorf("%w: instrumenting would grow the code past %d bytes (too many loops)", ErrUnsupported, limit)
+			}
+			if need > cap(out) {
+				// Double, rather than append's 1.25x for large slices: fewer copies.
+				out = append(make([]byte, 0, min(max(2*cap(out), need, len(code)+len(code)/8), limit)), out...)
+			}
 			out = append(out, code[copied:r.off]...)
 			out = append(out, check...)
 			copied = r.off

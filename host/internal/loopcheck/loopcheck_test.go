@@ -168,20 +168,107 @@ func TestRefusesWhatItCannotRead(t *testing.T) {
 	for name, in := range map[string][]byte{
 		"empty": nil, "not wasm": []byte("hello, world"), "truncated": spin[:30], "simd": simd, "no sched_yield": noYield,
 	} {
-		if _, err := loopcheck.Instrument(in); !errors.Is(err, loopcheck.ErrUnsupported) {
-			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
+		if _, err := loopcheck.Instrument(in); !errors.Is(err, loopcheck.ErrUnsupported) && !errors.Is(err, loopcheck.ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrUnsupported or ErrMalformed", name, err)
 		}
 	}
 }
 
+// allocated returns the bytes allocated by f (runtime.MemStats.TotalAlloc, the whole process).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// allocBound is what Instrument may allocate for n bytes of input: a few copies of a module
+// grown by at most a half, plus a little for headers and small tables.
+func allocBound(n int) uint64 { return uint64(8*n) + 256<<10 }
+
+// A module of zero-length sections (a file of zeros after the header) once cost 100 bytes of
+// memory per byte of input, a section record per two bytes: it must be refused at the limit,
+// quickly and cheaply, as malformed.
+func TestZeroLengthSectionsRefusedCheaply(t *testing.T) {
+	in := append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 8<<20)...)
+	var err error
+	start := time.Now()
+	got := allocated(func() { _, err = loopcheck.Instrument(in) })
+	if !errors.Is(err, loopcheck.ErrMalformed) || !strings.Contains(err.Error(), "sections") {
+		t.Fatalf("err = %v, want ErrMalformed naming the section limit", err)
+	}
+	if got > allocBound(len(in)) {
+		t.Errorf("allocated %d bytes for %d bytes of input, more than %d", got, len(in), allocBound(len(in)))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusing took %v", d)
+	}
+}
+
+// Loops are where the rewriter adds code; a module that is nothing but loop heads must not make
+// it grow the module tenfold: it is refused as unsupported (the host then runs it under wazero's
+// own checks) once the growth passes the bound.
+func TestLoopFloodBounded(t *testing.T) {
+	body := []byte{0x00}
+	for len(body) < 1<<20 {
+		body = append(body, 0x03, 0x40) // loop
+	}
+	flood := bytes.Clone(spin[:bytes.LastIndex(spin, []byte{10})]) // spin without its code section
+	code := appendLEB(nil, 1)
+	code = appendLEB(code, uint32(len(body)))
+	code = append(code, body...)
+	flood = append(flood, 10)
+	flood = appendLEB(flood, uint32(len(code)))
+	flood = append(flood, code...)
+	var err error
+	got := allocated(func() { _, err = loopcheck.Instrument(flood) })
+	if !errors.Is(err, loopcheck.ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	if got > allocBound(len(flood)) {
+		t.Errorf("allocated %d bytes for %d bytes of input, more than %d", got, len(flood), allocBound(len(flood)))
+	}
+}
+
+func appendLEB(b []byte, v uint32) []byte {
+	for ; v >= 0x80; v >>= 7 {
+		b = append(b, byte(v)|0x80)
+	}
+	return append(b, byte(v))
+}
+
+func TestMalformedSections(t *testing.T) {
+	hdr := []byte("\x00asm\x01\x00\x00\x00")
+	for name, in := range map[string][]byte{
+		"custom section without a name": append(bytes.Clone(hdr), 0x00, 0x00),
+		"section past the end":          append(bytes.Clone(hdr), 0x01, 0x05, 0x00),
+		"two type sections":             append(append(bytes.Clone(hdr), section(1, 0x00)...), section(1, 0x00)...),
+		"sections out of order":         append(append(bytes.Clone(hdr), section(3, 0x00)...), section(1, 0x00)...),
+	} {
+		if _, err := loopcheck.Instrument(in); !errors.Is(err, loopcheck.ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// FuzzInstrument checks that any input gives a module or an error, never a panic, and that the
+// memory spent is bounded by the input's size (allocBound).
 func FuzzInstrument(f *testing.F) {
 	f.Add(spin)
 	f.Add(spin[:20])
+	f.Add(append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, 4096)...))
+	f.Add(append(bytes.Clone(spin), 0x00, 0x02, 0x01, 'x'))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := loopcheck.Instrument(in)
+		var out []byte
+		var err error
+		got := allocated(func() { out, err = loopcheck.Instrument(in) })
+		if got > allocBound(len(in)) {
+			t.Fatalf("allocated %d bytes for %d bytes of input, more than %d", got, len(in), allocBound(len(in)))
+		}
 		if err != nil {
-			if !errors.Is(err, loopcheck.ErrUnsupported) {
-				t.Fatalf("error %v is not ErrUnsupported", err)
+			if !errors.Is(err, loopcheck.ErrUnsupported) && !errors.Is(err, loopcheck.ErrMalformed) {
+				t.Fatalf("error %v is neither ErrUnsupported nor ErrMalformed", err)
 			}
 			return
 		}
