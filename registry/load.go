@@ -166,6 +166,15 @@ func pluginName(base string) (string, bool) {
 	return name, name != ""
 }
 
+// pluginName is pluginName limited to the names Options.Only accepts.
+func (r *Registry) pluginName(base string) (string, bool) {
+	name, ok := pluginName(base)
+	if ok && r.opts.Only != nil && !r.opts.Only(name) {
+		return "", false
+	}
+	return name, ok
+}
+
 func (r *Registry) path(name string) string { return filepath.Join(r.dir, name+".wasm") }
 
 // scan checks every plugin file in the folder and every name already known.
@@ -177,7 +186,7 @@ func (r *Registry) scan(force bool) {
 		return
 	}
 	for _, de := range ents {
-		if name, ok := pluginName(de.Name()); ok {
+		if name, ok := r.pluginName(de.Name()); ok {
 			names[name] = true
 		}
 	}
@@ -344,7 +353,7 @@ func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
 		return outFailed, &failure{hash: hash, stage: stage, err: err, attempt: attempt, took: took}
 	}
 
-	v := &version{r: r, p: p, v: Version{Hash: hash, Version: p.Info().Version}}
+	v := &version{r: r, p: p, wasm: data, v: Version{Hash: hash, Version: p.Info().Version}}
 	v.refs.Store(1) // the registry's own
 	r.draining.Add(1)
 	r.mu.Lock()

@@ -109,6 +109,9 @@ type Options struct {
 	Clock Clock
 	// Metrics, when set, observes every load attempt.
 	Metrics Metrics
+	// Only, when set, limits the registry to the plugin names it accepts; other files in the
+	// folder are ignored. An application embedding one strategy watches one file with it.
+	Only func(name string) bool
 
 	// checked, for tests, hears the outcome of every check of a name.
 	checked func(name, outcome string)
@@ -220,6 +223,7 @@ type version struct {
 	r    *Registry
 	p    *host.Plugin
 	v    Version
+	wasm []byte // the module's bytes, served to clients by Module
 	refs atomic.Int64
 }
 

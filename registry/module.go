@@ -1,0 +1,55 @@
+package registry
+
+import (
+	"context"
+	"time"
+
+	"github.com/allocd/allocd/host"
+)
+
+// Module returns the bytes and content hash of plugin name's version in force, so that the
+// daemon can serve the module to clients that run it themselves. The bytes are shared: callers
+// must not change them. ok is false when no version of name serves.
+func (r *Registry) Module(name string) (wasm []byte, hash string, ok bool) {
+	v, err := r.pin(name)
+	if err != nil {
+		return nil, "", false
+	}
+	defer v.unref()
+	return v.wasm, v.v.Hash, true
+}
+
+// Check runs on wasm every step a new version must pass before a registry lets it serve: it
+// loads the module as plugin name on rt (compiling it and checking its ABI), makes the
+// self-test call, whose answer must pass abi.Validate, and runs validate when it is not nil;
+// then it closes the plugin. Code that receives a module from elsewhere (a client loading one
+// from a daemon) uses it to judge the module by the daemon's own rule before keeping it.
+func Check(ctx context.Context, rt *host.Runtime, name string, wasm []byte, validate func(context.Context, *host.Plugin) error) error {
+	p, err := rt.Load(ctx, name, wasm)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p.Close(cctx)
+		cancel()
+	}()
+	if err := selfTest(ctx, p); err != nil {
+		return stageError{"self-test", err}
+	}
+	if validate != nil {
+		if err := validate(ctx, p); err != nil {
+			return stageError{"validate", err}
+		}
+	}
+	return nil
+}
+
+// stageError names the check a module failed, as the registry's rejections do.
+type stageError struct {
+	stage string
+	err   error
+}
+
+func (e stageError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e stageError) Unwrap() error { return e.err }
