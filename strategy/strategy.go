@@ -243,10 +243,14 @@ func Open(ctx context.Context, cfg Config) (*Strategy, error) {
 // Name is the plugin's name.
 func (s *Strategy) Name() string { return s.name }
 
-// Version is the version serving.
+// Version is the version serving (cheap: no lock is shared with calls or reloads).
 func (s *Strategy) Version() Version {
-	st, _ := s.reg.StatusOf(s.name)
-	return Version{Hash: st.ActiveHash, Version: st.Version}
+	p, release, err := s.reg.Acquire(s.name)
+	if err != nil {
+		return Version{}
+	}
+	defer release()
+	return Version{Hash: p.Hash(), Version: p.Info().Version}
 }
 
 func (s *Strategy) currentHash() string { return s.Version().Hash }
