@@ -1,12 +1,10 @@
 package strategy_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/daemontest"
 	"github.com/allocd/allocd/internal/wasmbuild"
 	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/plugins/circle"
@@ -21,44 +20,13 @@ import (
 	"github.com/allocd/allocd/strategy"
 )
 
-// startDaemon runs the real allocd binary on pluginsDir and returns its URL and a kill.
-func startDaemon(t *testing.T, pluginsDir string) (url string, kill func()) {
-	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	var stderr bytes.Buffer
-	cmd := exec.Command(wasmbuild.Allocd(t), "serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--data-dir", t.TempDir(), "--plugins-dir", pluginsDir, "--cache-dir", cacheDir, "--debounce", "50ms")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	var once sync.Once
-	kill = func() { once.Do(func() { cmd.Process.Kill(); <-exited }) }
-	t.Cleanup(kill)
-	deadline := time.Now().Add(3 * time.Minute) // the first run compiles the plugins
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			return "http://" + strings.TrimSpace(string(b)), kill
-		}
-		select {
-		case <-exited:
-			t.Fatalf("allocd serve exited:\n%s", stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("allocd serve wrote no address in time:\n%s", stderr.String())
-		}
-	}
-}
-
 // A strategy from the daemon follows the daemon's reloads, keeps serving while the daemon is
 // down, and starts from its cached module when the daemon is still down.
 func TestDaemonSourceFollowsTheDaemon(t *testing.T) {
 	plugins := t.TempDir()
 	install(t, filepath.Join(plugins, "s.wasm"), plugin(t, "averagely"))
-	url, kill := startDaemon(t, plugins)
+	d := daemontest.Start(t, plugins, cacheDir)
+	url, kill := d.URL, d.Kill
 	modules := t.TempDir()
 	cfg := strategy.Config{Daemon: url, Name: "s", CacheDir: modules, PollWait: 5 * time.Second, RetryInterval: 50 * time.Millisecond}
 	s, ev := open(t, withCompileCache(cfg))
