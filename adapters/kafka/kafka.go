@@ -320,4 +320,3 @@ func fallback(cb *kgo.ConsumerBalancer, members []member, owners map[string]map[
 	}
 	return plan
 }
-
