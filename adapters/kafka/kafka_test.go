@@ -41,6 +41,10 @@ type cluster struct {
 	members []*consumerMember
 	seen    map[string]bool // topic/partition/offset consumed
 	errs    atomic.Int64    // fallbacks reported through OnError
+	// own guards every member's owned set, so a partition assigned to one member can be
+	// checked against all the others at that moment.
+	own       sync.Mutex
+	conflicts []string // partitions assigned to a member while another still owned them
 }
 
 // consumerMember is one kgo consumer using the adapter; owned follows its assigned, revoked and
@@ -49,7 +53,6 @@ type consumerMember struct {
 	name    string
 	cl      *kgo.Client
 	bal     *Balancer
-	mu      sync.Mutex
 	owned   map[string]map[int32]bool
 	revoked int // partitions revoked since the last reset
 	done    chan struct{}
@@ -94,14 +97,19 @@ func (k *cluster) join(name, instanceID string) *consumerMember {
 	m := &consumerMember{name: name, bal: bal, owned: map[string]map[int32]bool{}, done: make(chan struct{})}
 	update := func(add bool) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
+			k.own.Lock()
+			defer k.own.Unlock()
 			for tp, parts := range ps {
 				if m.owned[tp] == nil {
 					m.owned[tp] = map[int32]bool{}
 				}
 				for _, p := range parts {
 					if add {
+						for _, o := range k.members {
+							if o != m && o.owned[tp][p] {
+								k.conflicts = append(k.conflicts, fmt.Sprintf("%s/%d assigned to %s while %s owns it", tp, p, m.name, o.name))
+							}
+						}
 						m.owned[tp][p] = true
 					} else {
 						delete(m.owned[tp], p)
@@ -140,7 +148,9 @@ func (k *cluster) join(name, instanceID string) *consumerMember {
 		}
 	}()
 	k.mu.Lock()
+	k.own.Lock()
 	k.members = append(k.members, m)
+	k.own.Unlock()
 	k.mu.Unlock()
 	t.Cleanup(func() { k.leave(m) })
 	return m
@@ -148,10 +158,12 @@ func (k *cluster) join(name, instanceID string) *consumerMember {
 
 func (k *cluster) leave(m *consumerMember) {
 	k.mu.Lock()
+	k.own.Lock()
 	i := slices.Index(k.members, m)
 	if i >= 0 {
 		k.members = slices.Delete(k.members, i, i+1)
 	}
+	k.own.Unlock()
 	k.mu.Unlock()
 	if i < 0 {
 		return
@@ -177,6 +189,12 @@ func (k *cluster) stable() (plan, map[string]string) {
 	var last string
 	for time.Now().Before(deadline) {
 		info := k.c.GroupInfo(group)
+		k.own.Lock()
+		conflicts := slices.Clone(k.conflicts)
+		k.own.Unlock()
+		if len(conflicts) > 0 {
+			t.Fatalf("a partition had two owners at once: %v", conflicts)
+		}
 		if ok, why := k.agree(info, members); ok {
 			p, names := plan{}, map[string]string{}
 			for _, gm := range info.Members {
@@ -225,14 +243,14 @@ func (k *cluster) agree(info *kfake.GroupInfo, members []*consumerMember) (bool,
 		if !ok {
 			return false, fmt.Sprintf("member %s (%s) not in kfake's group", m.name, id)
 		}
-		m.mu.Lock()
+		k.own.Lock()
 		mine := map[string][]int32{}
 		for tp, ps := range m.owned {
 			for p := range ps {
 				mine[tp] = append(mine[tp], p)
 			}
 		}
-		m.mu.Unlock()
+		k.own.Unlock()
 		if !samePlan(sorted(mine), sorted(gm.Assignment)) {
 			return false, fmt.Sprintf("member %s's callbacks say %v, kfake says %v", m.name, sorted(mine), sorted(gm.Assignment))
 		}
@@ -388,9 +406,9 @@ func TestStickyFifthMemberMovesTheMinimum(t *testing.T) {
 	}
 	before, _ := k.stable()
 	for _, m := range ms {
-		m.mu.Lock()
+		k.own.Lock()
 		m.revoked = 0
-		m.mu.Unlock()
+		k.own.Unlock()
 	}
 	fifth := k.join("m4", "")
 	after, _ := k.stable()
@@ -417,9 +435,9 @@ func TestStickyFifthMemberMovesTheMinimum(t *testing.T) {
 		moved += len(ps)
 	}
 	for _, m := range ms {
-		m.mu.Lock()
+		k.own.Lock()
 		revoked += m.revoked
-		m.mu.Unlock()
+		k.own.Unlock()
 	}
 	if moved != want || want == 0 {
 		t.Errorf("the fifth member got %d partitions, want the %d over the bound of %d", moved, want, bound)
@@ -450,25 +468,25 @@ func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
 	m1 := k.join("m1", "static-1")
 	k.join("m2", "static-2")
 	k.stable()
-	m1.mu.Lock()
+	k.own.Lock()
 	before := map[string][]int32{}
 	for tp, ps := range m1.owned {
 		for p := range ps {
 			before[tp] = append(before[tp], p)
 		}
 	}
-	m1.mu.Unlock()
+	k.own.Unlock()
 	k.leave(m1)
 	again := k.join("m1", "static-1")
 	k.stable()
-	again.mu.Lock()
+	k.own.Lock()
 	after := map[string][]int32{}
 	for tp, ps := range again.owned {
 		for p := range ps {
 			after[tp] = append(after[tp], p)
 		}
 	}
-	again.mu.Unlock()
+	k.own.Unlock()
 	if !samePlan(sorted(before), sorted(after)) {
 		t.Fatalf("restarted static member owns %v, had %v", sorted(after), sorted(before))
 	}
