@@ -107,13 +107,19 @@ func (b *Balancer) ProtocolName() string { return "allocd" }
 func (b *Balancer) IsCooperative() bool { return !b.cfg.Eager }
 
 // JoinGroupMetadata is a version 3 consumer member metadata: the topics, the partitions this
-// member owns (the previous owners the leader's plugin sees), the generation, and the labels.
+// member owns (the previous owners the leader's plugin sees), the generation, the labels, and
+// the "zone" label as the member's rack.
 func (b *Balancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
 	meta.UserData = b.userData
 	meta.Generation = generation
+	if zone := b.cfg.Labels["zone"]; zone != "" {
+		// A member's rack makes the leader's client load each partition leader's rack
+		// (KIP-881), which becomes the queue's zone.
+		meta.Rack = &zone
+	}
 	for _, t := range slices.Sorted(maps.Keys(current)) {
 		p := kmsg.NewConsumerMemberMetadataOwnedPartition()
 		p.Topic, p.Partitions = t, current[t]
