@@ -25,10 +25,14 @@ func (r *Registry) Module(name string) (wasm []byte, hash string, ok bool) {
 // then it closes the plugin. Code that receives a module from elsewhere (a client loading one
 // from a daemon) uses it to judge the module by the daemon's own rule before keeping it.
 func Check(ctx context.Context, rt *host.Runtime, name string, wasm []byte, validate func(context.Context, *host.Plugin) error) error {
+	// As in a registry's load, the compile is bounded by ctx alone, and the self-test with
+	// validate by DefaultValidateTimeout too: a compile on a busy machine may take long.
 	p, err := rt.Load(ctx, name, wasm)
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultValidateTimeout)
+	defer cancel()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		p.Close(cctx)

@@ -72,9 +72,7 @@ func (d *daemonSource) accept(ctx context.Context, m *client.Module) error {
 	if m.Hash == d.rejected {
 		return fmt.Errorf("module %s was rejected before", short(m.Hash))
 	}
-	vctx, cancel := context.WithTimeout(ctx, registry.DefaultValidateTimeout)
-	err := registry.Check(vctx, d.rt, d.cfg.Name, m.Wasm, d.cfg.Validate)
-	cancel()
+	err := registry.Check(ctx, d.rt, d.cfg.Name, m.Wasm, d.cfg.Validate)
 	if err != nil {
 		d.rejected = m.Hash
 		d.log.Error().Err(err).Str("hash", short(m.Hash)).Msg("module from the daemon rejected; the last good one keeps serving")

@@ -34,15 +34,18 @@ type events chan strategy.Event
 
 func (e events) wait(t *testing.T, kind registry.EventKind) strategy.Event {
 	t.Helper()
-	timeout := time.After(2 * time.Minute) // a compile under the race detector is slow
+	// A compile under the race detector on a loaded 2-core machine can take minutes.
+	timeout := time.After(8 * time.Minute)
+	var seen []string
 	for {
 		select {
 		case ev := <-e:
 			if ev.Kind == kind {
 				return ev
 			}
+			seen = append(seen, string(ev.Kind)+" "+ev.Err)
 		case <-timeout:
-			t.Fatalf("no %s event", kind)
+			t.Fatalf("no %s event (saw %q)", kind, seen)
 		}
 	}
 }

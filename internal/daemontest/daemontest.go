@@ -62,7 +62,7 @@ func Start(t testing.TB, pluginsDir, cacheDir string, extra ...string) *Daemon {
 			t.Logf("allocd serve log:\n%s", d.Log())
 		}
 	})
-	deadline := time.Now().Add(3 * time.Minute) // the first run compiles the plugins
+	deadline := time.Now().Add(5 * time.Minute) // the first run compiles the plugins
 	for {
 		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
 			d.URL = "http://" + strings.TrimSpace(string(b))
