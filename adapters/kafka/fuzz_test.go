@@ -22,7 +22,9 @@ var (
 // or gives a plan in which every partition of every subscribed topic has exactly one owner.
 func FuzzJoinMetadata(f *testing.F) {
 	path := wasmbuild.Plugin(f, "averagely")
-	fuzzOnce.Do(func() { fuzzBal, fuzzErr = NewBalancer(context.Background(), Config{PluginFile: path, CacheDir: cacheDir}) })
+	fuzzOnce.Do(func() {
+		fuzzBal, fuzzErr = NewBalancer(context.Background(), Config{PluginFile: path, CacheDir: cacheDir})
+	})
 	if fuzzErr != nil {
 		f.Fatal(fuzzErr)
 	}
