@@ -17,6 +17,15 @@ const (
 	// there before and after, beyond what the plugin's own load bound forces (a join lowers the
 	// bound, and members above the new bound shed queues the newcomer may not all take).
 	PropSticky = "sticky"
+	// PropOverlapping: the plugin may give a queue to more than one consumer, or name it more
+	// than once in one result (RocketMQ's CONFIG hands out configured lists as they are). The
+	// host's answer check then only bounds the indices (ValidateFor).
+	PropOverlapping = "overlapping"
+	// PropZoned: the plugin reads the label "zone" of every queue and consumer and fails every
+	// member of a group where one lacks it or has it empty; a queue whose zone has members goes
+	// to a member of that zone (RocketMQ's MACHINE_ROOM_NEARBY). The harness gives every queue
+	// and consumer of its scenarios a zone, and checks the second half.
+	PropZoned = "zoned"
 )
 
 // Info is a plugin's self-description, returned as JSON by its allocd_describe export.
@@ -28,6 +37,10 @@ type Info struct {
 	Properties  []string `json:"properties,omitempty"`
 	// Config documents the configuration keys the plugin reads, key to one-line description.
 	Config map[string]string `json:"config,omitempty"`
+	// CheckConfig is the configuration the harness (`allocd check`, the check before a new
+	// version serves) binds the plugin with when it is given none: for a plugin that fails
+	// without settings, as RocketMQ's MACHINE_ROOM does without its set of rooms.
+	CheckConfig map[string]string `json:"checkConfig,omitempty"`
 }
 
 // Has reports whether the plugin promises property p.
@@ -79,17 +92,26 @@ func (i *Info) AppendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	if len(i.Config) > 0 {
-		b = append(b, `,"config":{`...)
-		for n, k := range sortedKeys(nil, i.Config) {
-			if n > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			b = appendJSONString(b, i.Config[k])
+	b = appendJSONObject(b, "config", i.Config)
+	b = appendJSONObject(b, "checkConfig", i.CheckConfig)
+	return append(b, '}')
+}
+
+// appendJSONObject appends `,"name":{...}` with m's keys sorted, or nothing when m is empty.
+func appendJSONObject(b []byte, name string, m map[string]string) []byte {
+	if len(m) == 0 {
+		return b
+	}
+	b = append(b, ',')
+	b = appendJSONString(b, name)
+	b = append(b, `:{`...)
+	for n, k := range sortedKeys(nil, m) {
+		if n > 0 {
+			b = append(b, ',')
 		}
-		b = append(b, '}')
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
 	}
 	return append(b, '}')
 }

@@ -19,6 +19,7 @@ func TestInfoJSONRoundTrip(t *testing.T) {
 		Description: "RocketMQ CONSISTENT_HASH; " + odd,
 		Properties:  []string{abi.PropBalanced, abi.PropSticky, odd},
 		Config:      map[string]string{"vnodes": "virtual nodes per consumer (default 10)", odd: odd, "": "empty key"},
+		CheckConfig: map[string]string{"consumeridcs": `["IDC1"]`, odd: odd},
 	}
 	b := in.AppendJSON([]byte("prefix:"))
 	if !strings.HasPrefix(string(b), "prefix:") {

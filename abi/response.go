@@ -174,10 +174,30 @@ func DecodeResponse(b []byte, r *Response) error {
 	return nil
 }
 
+// ValidateFor is the answer check of a plugin described by info: Validate, or, when the plugin
+// declares PropOverlapping, only one result per target and every index inside [0, numQueues).
+// The host runs it on every answer, and the harness reuses it, so both judge a plugin by one rule.
+func ValidateFor(info *Info, r *Request, resp *Response) error {
+	if info == nil || !info.Has(PropOverlapping) {
+		return Validate(r, resp)
+	}
+	n := r.NumTargets()
+	if len(resp.Results) != n {
+		return errorf("answer has %d results for %d consumers", len(resp.Results), n)
+	}
+	for t, res := range resp.Results {
+		for _, q := range res.Indices {
+			if q < 0 || q >= len(r.Queues) {
+				return errorf("queue index %d for consumer %q out of range [0,%d)", q, r.Target(t), len(r.Queues))
+			}
+		}
+	}
+	return nil
+}
+
 // Validate checks an answer against its request: one result per target, every index inside
 // [0, numQueues), no index twice in one result, and no queue given to two different consumer ids.
-// (Two results for the same id, as a cidAll with a repeated id produces, may share queues.) The
-// host runs it on every answer, and the harness reuses it, so both judge a plugin by one rule.
+// (Two results for the same id, as a cidAll with a repeated id produces, may share queues.)
 func Validate(r *Request, resp *Response) error {
 	n := r.NumTargets()
 	if len(resp.Results) != n {

@@ -67,3 +67,29 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateForOverlapping: a plugin that declares "overlapping" may name a queue twice and
+// give it to two consumers; the index range and the result count still hold, and a plugin
+// without the property is judged by Validate.
+func TestValidateForOverlapping(t *testing.T) {
+	req := &abi.Request{Queues: []abi.Queue{{Topic: "T", BrokerName: "b"}, {Topic: "T", BrokerName: "b", QueueID: 1}}, Consumers: []string{"a", "b"}}
+	shared := &abi.Response{Results: []abi.Result{{Indices: []int{1, 0, 1}}, {Indices: []int{1}}}}
+	over := &abi.Info{Name: "config", Properties: []string{abi.PropPartial, abi.PropOverlapping}}
+	if err := abi.ValidateFor(over, req, shared); err != nil {
+		t.Fatalf("overlapping: %v", err)
+	}
+	for _, info := range []*abi.Info{nil, {Name: "plain"}} {
+		if err := abi.ValidateFor(info, req, shared); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Fatalf("%v: err = %v, want a queue given twice", info, err)
+		}
+	}
+	for _, bad := range []*abi.Response{
+		{Results: []abi.Result{{Indices: []int{2}}, {}}},
+		{Results: []abi.Result{{Indices: []int{-1}}, {}}},
+		{Results: []abi.Result{{}}},
+	} {
+		if err := abi.ValidateFor(over, req, bad); err == nil {
+			t.Errorf("overlapping accepted %+v", bad)
+		}
+	}
+}

@@ -13,9 +13,12 @@
 // in cidAll gets nothing; every queue is given to someone unless the plugin declares "partial";
 // the same request gets the same answer again, on other instances, concurrently, in any order, and
 // whether a consumer is asked about alone or with the whole group; per-member counts differ by at
-// most one when the plugin promises "balanced"; and when one consumer joins or leaves, no queue
-// moves between two consumers present before and after when the plugin promises "sticky" (beyond
-// what the new per-member counts force). Queue movement, latency and memory growth are reported
+// most one when the plugin promises "balanced" (each is its weighted share rounded down or up when
+// it also promises "weighted", PropWeighted); a queue of a zone with members goes to one of them
+// when it promises "zoned" (its scenarios then give every queue and consumer a zone); and when one
+// consumer joins or leaves, no queue moves between two consumers present before and after when the
+// plugin promises "sticky" (beyond what the new per-member counts force). A plugin given no
+// config is bound with its self-described checkConfig. Queue movement, latency and memory growth are reported
 // as figures. Options.Reference compares every answer with another plugin, Options.Vectors with
 // recorded RocketMQ vectors.
 //
@@ -33,6 +36,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,8 +71,9 @@ type Options struct {
 	// (testdata/rocketmq-java-vectors-small.jsonl); the plugin must match the vectors of its
 	// strategy.
 	Vectors string
-	// Strategy selects the vectors: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH. Empty infers it from
-	// the plugin's name (averagely, circle, hash).
+	// Strategy selects the vectors: AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG, MACHINE_ROOM or
+	// MACHINE_ROOM_NEARBY (Strategies). Empty infers it from the plugin's name (averagely,
+	// circle, hash, config, machineroom, nearby).
 	Strategy string
 	// Concurrency is the number of goroutines of the determinism phase (default 4), so a pooled
 	// plugin answers from several instances.
@@ -121,12 +126,13 @@ const (
 	CheckCoverage    = "coverage"    // every queue is given to someone, unless "partial"
 	CheckDeterminism = "determinism" // same request, same answer: repeated, concurrent, any order
 	CheckBalance     = "balance"     // max-min queues per member <= 1, when "balanced"
+	CheckZones       = "zones"       // a queue of a zone with members goes to one of them, when "zoned"
 	CheckStability   = "stability"   // queue movement on a join or leave; checked when "sticky"
 	CheckReference   = "reference"   // same answers as Options.Reference
 	CheckVectors     = "vectors"     // same answers as the recorded vectors
 )
 
-var checkOrder = []string{CheckErrors, CheckValid, CheckOutsider, CheckCoverage, CheckDeterminism, CheckBalance, CheckStability, CheckReference, CheckVectors}
+var checkOrder = []string{CheckErrors, CheckValid, CheckOutsider, CheckCoverage, CheckDeterminism, CheckBalance, CheckZones, CheckStability, CheckReference, CheckVectors}
 
 // Check statuses.
 const (
@@ -178,8 +184,10 @@ type CheckResult struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
-	// Failures counts the failing scenarios, calls or vectors.
+	// Failures counts the failing answers (scenarios, rounds or vectors); Of, for a check
+	// counted that way, how many were checked.
 	Failures int `json:"failures,omitempty"`
+	Of       int `json:"of,omitempty"`
 }
 
 // Failure is one failed check with the smallest scenario that still shows it.
@@ -302,6 +310,10 @@ type runner struct {
 	// figures of the checks
 	answers, outsiders, coverageScenarios, queues, unassigned int
 	balanceScenarios, maxSpread                               int
+	zonedQueues, awayQueues, zoneAnswers                      int
+	weightedScenarios                                         int
+	maxWeightOff                                              float64
+	detScenarios                                              int
 	detCalls, refCompared                                     int
 	stickyRounds                                              int
 	vectorsDetail                                             string
@@ -359,7 +371,7 @@ func (r *runner) run() (*Report, error) {
 			return nil, err
 		}
 		sc := generate(r.opts.Seed, i, r.opts.MaxQueues, r.opts.MaxConsumers, true)
-		sc.Config = r.config()
+		r.bind(sc, i)
 		where := fmt.Sprintf("scenario %d (%s)", i, sc.Size())
 		o := r.evaluate(sc, true)
 		r.record(o, where, sc)
@@ -379,7 +391,7 @@ func (r *runner) run() (*Report, error) {
 			}
 			rng := rand.New(rand.NewPCG(r.opts.Seed, uint64(i)|1<<40))
 			sc := sized(rng, r.opts.StabilityQueues, r.opts.StabilityConsumers)
-			sc.Config = r.config()
+			r.bind(sc, i)
 			where := fmt.Sprintf("movement group %d (%s)", i, sc.Size())
 			o := r.evaluate(sc, true)
 			r.record(o, where, sc)
@@ -464,7 +476,7 @@ func (r *runner) run() (*Report, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	r.detCalls = len(jobs)
+	r.detCalls, r.detScenarios = len(jobs), len(keep)
 
 	// Phase 3: recorded vectors.
 	if r.opts.Vectors != "" && !r.quick {
@@ -497,15 +509,50 @@ func (r *runner) run() (*Report, error) {
 	return rep, nil
 }
 
+// config is the binding config of every request: Options.Config, or, when that is empty, the
+// plugin's own CheckConfig.
 func (r *runner) config() map[string]string {
-	if len(r.opts.Config) == 0 {
+	src := r.opts.Config
+	if len(src) == 0 {
+		src = r.info.CheckConfig
+	}
+	if len(src) == 0 {
 		return nil
 	}
-	c := make(map[string]string, len(r.opts.Config))
-	for k, v := range r.opts.Config {
+	c := make(map[string]string, len(src))
+	for k, v := range src {
 		c[k] = v
 	}
 	return c
+}
+
+// bind completes generated scenario index for the plugin: the binding config, and, for a plugin
+// that declares "zoned", a zone on every queue and consumer that lacks one. Zones are dealt so
+// that some scenarios have a zone of queues without consumers, and one of consumers without
+// queues.
+func (r *runner) bind(sc *Scenario, index int) {
+	sc.Config = r.config()
+	if !r.info.Has(abi.PropZoned) {
+		return
+	}
+	k := 1 + index%len(zoneNames)
+	fill := func(attrs []abi.Attrs, n, shift int) []abi.Attrs {
+		if attrs == nil {
+			attrs = make([]abi.Attrs, n)
+		}
+		for i := range attrs {
+			if attrs[i].Labels["zone"] != "" {
+				continue
+			}
+			if attrs[i].Labels == nil {
+				attrs[i].Labels = map[string]string{}
+			}
+			attrs[i].Labels["zone"] = zoneNames[(i+shift)%k]
+		}
+		return attrs
+	}
+	sc.QueueAttrs = fill(sc.QueueAttrs, len(sc.MQAll), 0)
+	sc.ConsumerAttrs = fill(sc.ConsumerAttrs, len(sc.CIDAll), index%2)
 }
 
 // events picks a join (a new consumer) and, with two members or more, a leave.
@@ -554,7 +601,10 @@ type outcome struct {
 	// figures
 	outsider, covered  bool
 	unassigned, spread int
+	zoned, away        int // queues of a zone with members; of them, given outside it
 	refCompared        bool
+	weights            bool    // some consumer carries a weight
+	weightOff          float64 // the largest distance from a weighted share, when weights
 }
 
 type problem struct{ check, reason string }
@@ -606,7 +656,7 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		}
 		return o
 	}
-	if err := abi.Validate(req, resp); err != nil {
+	if err := abi.ValidateFor(&r.info, req, resp); err != nil {
 		o.problems = append(o.problems, problem{CheckValid, err.Error()})
 		return o
 	}
@@ -670,10 +720,26 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		}
 	}
 	o.spread = count[hi] - count[lo]
-	if o.spread > 1 && r.info.Has(abi.PropBalanced) {
+	assigned := len(owners) - o.unassigned
+	worst, off, within := weightedOff(req, count, assigned)
+	if o.weights = hasWeights(req); o.weights {
+		o.weightOff = off
+	}
+	switch {
+	case r.weightedPromise():
+		if !within {
+			w, total := weightedShares(req)
+			o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
+				"consumer %q (weight %d of %d) has %s where its weighted share is %.2f, and the plugin promises %q and %q",
+				worst, w[worst], total, plural(count[worst], "queue"), share(req, worst, assigned), abi.PropBalanced, PropWeighted)})
+		}
+	case o.spread > 1 && r.info.Has(abi.PropBalanced):
 		o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
 			"consumer %q has %s and %q has %d: max-min is %d, and the plugin promises %q",
 			hi, plural(count[hi], "queue"), lo, count[lo], o.spread, abi.PropBalanced)})
+	}
+	if reason := o.zones(owners); reason != "" && r.info.Has(abi.PropZoned) {
+		o.problems = append(o.problems, problem{CheckZones, reason + fmt.Sprintf(", and the plugin promises %q", abi.PropZoned)})
 	}
 	if r.ref != nil && !r.quick {
 		o.refCompared = true
@@ -691,6 +757,41 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 	return o
 }
 
+// zones counts the assigned queues whose label "zone" some member shares, and those of them given
+// to a member of another zone (or of none), returning a reason naming the first.
+func (o *outcome) zones(owners []string) string {
+	req := o.req
+	if req.QueueAttrs == nil || req.ConsumerAttrs == nil {
+		return ""
+	}
+	zoneOf := make(map[string]string, len(req.Consumers)) // member -> zone of its first index
+	hasMembers := map[string]bool{}
+	for j, c := range req.Consumers {
+		z, ok := req.ConsumerAttrs[j].Labels["zone"]
+		if _, seen := zoneOf[c]; !seen {
+			zoneOf[c] = z
+		}
+		if ok && z != "" {
+			hasMembers[z] = true
+		}
+	}
+	reason := ""
+	for i, w := range owners {
+		z := req.QueueAttrs[i].Labels["zone"]
+		if w == "" || z == "" || !hasMembers[z] {
+			continue // unassigned queues are coverage's matter
+		}
+		o.zoned++
+		if zoneOf[w] != z {
+			o.away++
+			if reason == "" {
+				reason = fmt.Sprintf("queue %d (%s) of zone %q is given to %q of zone %q, though zone %q has members", i, req.Queues[i], z, w, zoneOf[w], z)
+			}
+		}
+	}
+	return reason
+}
+
 // record files the problems of an outcome, and its figures.
 func (r *runner) record(o *outcome, where string, sc *Scenario) {
 	r.answers++
@@ -703,6 +804,15 @@ func (r *runner) record(o *outcome, where string, sc *Scenario) {
 		r.unassigned += o.unassigned
 		r.balanceScenarios++
 		r.maxSpread = max(r.maxSpread, o.spread)
+		r.zonedQueues += o.zoned
+		r.awayQueues += o.away
+		if o.zoned > 0 {
+			r.zoneAnswers++
+		}
+		if o.weights {
+			r.weightedScenarios++
+			r.maxWeightOff = max(r.maxWeightOff, o.weightOff)
+		}
 	}
 	if o.refCompared {
 		r.refCompared++
@@ -861,36 +971,82 @@ func diffAnswers(req *abi.Request, a, b *abi.Response, an, bn string) string {
 	return fmt.Sprintf("%d of %d consumers get a different answer from the %s; first %s", n, len(a.Results), bn, first)
 }
 
-// verdicts turns the figures and failures into one result per check.
+// weightedPromise reports whether the plugin promises balance by weight.
+func (r *runner) weightedPromise() bool {
+	return r.info.Has(abi.PropBalanced) && r.info.Has(PropWeighted)
+}
+
+// verdicts turns the figures and failures into one result per check. A detail reads as a
+// sentence after the check's name and status: "valid ok: 45 of 45 answers pass abi.Validate",
+// "valid FAIL: 8 of 45 answers fail abi.Validate".
 func (r *runner) verdicts() []CheckResult {
 	var out []CheckResult
-	add := func(name, status, detail string) {
-		if r.counts[name] > 0 {
-			status = Fail
+	// tally is a check counted over of answers (rounds, scenarios, ...): passed reads how many
+	// passed, failed how many failed.
+	tally := func(name string, of int, passed, failed string) {
+		n := r.counts[name]
+		c := CheckResult{Name: name, Status: Pass, Detail: fmt.Sprintf("%d of %d %s", of, of, passed), Failures: n, Of: of}
+		if n > 0 {
+			c.Status, c.Detail = Fail, fmt.Sprintf("%d of %d %s", n, of, failed)
 		}
-		out = append(out, CheckResult{Name: name, Status: status, Detail: detail, Failures: r.counts[name]})
+		out = append(out, c)
 	}
-	add(CheckErrors, Pass, fmt.Sprintf("%d calls", r.calls.Load()))
-	add(CheckValid, Pass, fmt.Sprintf("%d answers pass abi.Validate (no queue given to two consumers)", r.answers))
-	if r.outsiders > 0 {
-		add(CheckOutsider, Pass, fmt.Sprintf("a consumer id not in cidAll got nothing in %d scenarios", r.outsiders))
+	other := func(name, status, detail string) {
+		c := CheckResult{Name: name, Status: status, Detail: detail, Failures: r.counts[name]}
+		if c.Failures > 0 {
+			c.Status = Fail
+		}
+		out = append(out, c)
+	}
+	tally(CheckErrors, r.answers, "answers came back with no failed call and no member's result an error",
+		"answers failed: the call failed, or a member's result is an error")
+	if r.info.Has(abi.PropOverlapping) {
+		tally(CheckValid, r.answers, fmt.Sprintf("answers pass abi.ValidateFor (indices in range; the plugin declares %q)", abi.PropOverlapping),
+			fmt.Sprintf("answers fail abi.ValidateFor (indices in range; the plugin declares %q)", abi.PropOverlapping))
 	} else {
-		add(CheckOutsider, Skip, "no scenario asked for a consumer outside cidAll")
+		tally(CheckValid, r.answers, "answers pass abi.Validate (indices in range, no queue given to two consumers)",
+			"answers fail abi.Validate (indices in range, no queue given to two consumers)")
 	}
-	assigned := "every queue"
-	if r.queues > 0 && r.unassigned > 0 {
-		assigned = fmt.Sprintf("%.1f%% of queues", 100*float64(r.queues-r.unassigned)/float64(r.queues))
+	if r.outsiders > 0 {
+		tally(CheckOutsider, r.outsiders, "consumer ids not in cidAll got nothing", "consumer ids not in cidAll were given queues")
+	} else {
+		other(CheckOutsider, Skip, "no scenario asked for a consumer outside cidAll")
 	}
 	if r.info.Has(abi.PropPartial) {
-		add(CheckCoverage, Figure, fmt.Sprintf("%s assigned over %d answers (the plugin declares %q)", assigned, r.coverageScenarios, abi.PropPartial))
+		assigned := "every queue"
+		if r.queues > 0 && r.unassigned > 0 {
+			assigned = fmt.Sprintf("%.1f%% of queues", 100*float64(r.queues-r.unassigned)/float64(r.queues))
+		}
+		other(CheckCoverage, Figure, fmt.Sprintf("%s assigned over %d whole-group answers (the plugin declares %q)", assigned, r.coverageScenarios, abi.PropPartial))
 	} else {
-		add(CheckCoverage, Pass, fmt.Sprintf("%s assigned in %d answers", assigned, r.coverageScenarios))
+		tally(CheckCoverage, r.coverageScenarios, "whole-group answers give every queue to someone", "whole-group answers leave queues to nobody")
 	}
-	add(CheckDeterminism, Pass, fmt.Sprintf("%d more calls (repeated, alone, shuffled targets) on %d goroutines in shuffled order", r.detCalls, r.opts.Concurrency))
-	if r.info.Has(abi.PropBalanced) {
-		add(CheckBalance, Pass, fmt.Sprintf("max-min <= 1 in %d answers (promised)", r.balanceScenarios))
+	tally(CheckDeterminism, r.detScenarios,
+		fmt.Sprintf("scenarios got the first answer again in %d more calls (repeated, alone, shuffled targets; %d goroutines, shuffled order)", r.detCalls, r.opts.Concurrency),
+		fmt.Sprintf("scenarios got a different answer when asked again (%d more calls: repeated, alone, shuffled targets)", r.detCalls))
+	weights := fmt.Sprintf("%d of them with weights", r.weightedScenarios)
+	switch {
+	case r.weightedPromise():
+		tally(CheckBalance, r.balanceScenarios,
+			fmt.Sprintf("whole-group answers give each member its weighted share rounded down or up (%s; promised: %q, %q)", weights, abi.PropBalanced, PropWeighted),
+			fmt.Sprintf("whole-group answers give a member more or less than its weighted share rounded up or down (%s; promised: %q, %q)", weights, abi.PropBalanced, PropWeighted))
+	case r.info.Has(abi.PropBalanced):
+		tally(CheckBalance, r.balanceScenarios,
+			fmt.Sprintf("whole-group answers have max-min <= 1 queues per member (promised: %q; weights ignored: %q not promised)", abi.PropBalanced, PropWeighted),
+			fmt.Sprintf("whole-group answers have max-min > 1 queues per member (promised: %q)", abi.PropBalanced))
+	default:
+		detail := fmt.Sprintf("max-min up to %d queues per member over %d whole-group answers", r.maxSpread, r.balanceScenarios)
+		if r.weightedScenarios > 0 {
+			detail += fmt.Sprintf("; up to %.1f queues from a member's weighted share in the %d with weights", r.maxWeightOff, r.weightedScenarios)
+		}
+		other(CheckBalance, Figure, detail+fmt.Sprintf(" (%q not promised)", abi.PropBalanced))
+	}
+	if r.info.Has(abi.PropZoned) {
+		tally(CheckZones, r.zoneAnswers,
+			fmt.Sprintf("whole-group answers give each queue of a zone with members to one of them (%d queues; promised: %q)", r.zonedQueues, abi.PropZoned),
+			fmt.Sprintf("whole-group answers give a queue of a zone with members to a member of another zone (promised: %q)", abi.PropZoned))
 	} else {
-		add(CheckBalance, Figure, fmt.Sprintf("max-min up to %d over %d answers (not promised)", r.maxSpread, r.balanceScenarios))
+		other(CheckZones, Figure, fmt.Sprintf("%d of %d queues of zones with members given outside their zone (%q not promised)", r.awayQueues, r.zonedQueues, abi.PropZoned))
 	}
 	var parts []string
 	for _, ev := range []string{Join, Leave} {
@@ -902,29 +1058,29 @@ func (r *runner) verdicts() []CheckResult {
 	}
 	detail := "no rounds"
 	if len(parts) > 0 {
-		detail = parts[0]
-		for _, p := range parts[1:] {
-			detail += "; " + p
-		}
+		detail = strings.Join(parts, "; ")
 	}
 	if r.info.Has(abi.PropSticky) {
-		add(CheckStability, Pass, detail+fmt.Sprintf(" (%q promised: checked in %d rounds)", abi.PropSticky, r.stickyRounds))
+		tally(CheckStability, r.stickyRounds,
+			fmt.Sprintf("join and leave rounds moved no queue between stayers beyond what the counts force (%q promised); %s", abi.PropSticky, detail),
+			fmt.Sprintf("join and leave rounds moved queues between stayers beyond what the counts force (%q promised); %s", abi.PropSticky, detail))
 	} else {
-		add(CheckStability, Figure, detail)
+		other(CheckStability, Figure, detail)
 	}
 	switch {
 	case r.ref == nil:
-		add(CheckReference, Skip, "no reference plugin")
+		other(CheckReference, Skip, "no reference plugin")
 	case r.quick:
-		add(CheckReference, Skip, "not in the quick pass")
+		other(CheckReference, Skip, "not in the quick pass")
 	default:
 		ri := r.ref.Info()
-		add(CheckReference, Pass, fmt.Sprintf("%d answers equal to %s %s", r.refCompared, ri.Name, ri.Version))
+		tally(CheckReference, r.refCompared, fmt.Sprintf("whole-group answers equal to %s %s's", ri.Name, ri.Version),
+			fmt.Sprintf("whole-group answers differ from %s %s's", ri.Name, ri.Version))
 	}
 	if r.opts.Vectors == "" || r.quick {
-		add(CheckVectors, Skip, "no vectors")
+		other(CheckVectors, Skip, "no vectors")
 	} else {
-		add(CheckVectors, Pass, r.vectorsDetail)
+		other(CheckVectors, Pass, r.vectorsDetail)
 	}
 	return out
 }

@@ -548,14 +548,14 @@ func TestReportJSON(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Plugin.Name != "averagely" || len(back.Checks) != 9 || len(back.Failures) != 1 || back.Failures[0].Scenario == nil || len(back.Stab) != 2 {
+	if back.Plugin.Name != "averagely" || len(back.Checks) != 10 || len(back.Failures) != 1 || back.Failures[0].Scenario == nil || len(back.Stab) != 2 {
 		t.Fatalf("report JSON: %s", b.String())
 	}
 	if _, ok := back.Cost["p99Ns"]; !ok {
 		t.Fatalf("cost %v", back.Cost)
 	}
 	out := text(rep)
-	for _, want := range []string{"CHECK", "RESULT", "reference", "FAIL", "MOVEMENT", "latency", `{"group":"g"`} {
+	for _, want := range []string{"\nerrors       ok: ", "\nvalid        ok: ", " answers pass abi.Validate", "\nreference    FAIL: ", " whole-group answers differ from ", "MOVEMENT", "latency", `{"group":"g"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}

@@ -62,7 +62,7 @@ func (r *runner) predicate(check string) predicate {
 // members and with its targets reversed, and returns the first difference.
 func (r *runner) deterministic(sc *Scenario) string {
 	req, first, err := r.call(sc, false)
-	if err != nil || abi.Validate(req, first) != nil {
+	if err != nil || abi.ValidateFor(&r.info, req, first) != nil {
 		return ""
 	}
 	for range 2 {

@@ -122,7 +122,8 @@ func (p *Plugin) describe(ctx context.Context, in *instance) error {
 // Allocate asks the plugin for an assignment. It sorts req.Queues and req.Consumers into
 // canonical order first (abi.Canonicalize, which replaces those slices rather than reordering the
 // caller's), so the indices in the response refer to req's sorted lists. The answer is checked
-// with abi.Validate; a failing answer is an error, never returned.
+// with abi.ValidateFor (abi.Validate unless the plugin declares "overlapping"); a failing answer
+// is an error, never returned.
 func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
 	abi.Canonicalize(req)
 	enc, _ := p.encoders.Get().(*encoder)
@@ -140,7 +141,7 @@ func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response,
 		if err := abi.DecodeResponse(out, resp); err != nil {
 			return err
 		}
-		return abi.Validate(req, resp)
+		return abi.ValidateFor(&p.info, req, resp)
 	})
 	if err != nil {
 		return nil, err

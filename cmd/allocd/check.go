@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,9 +24,9 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	scenarios := fs.Int("scenarios", 40, "number of generated scenarios")
 	reference := fs.String("reference", "", "compare every answer with this plugin (NAME or PATH.wasm)")
 	vectors := fs.String("vectors", "", "compare with the recorded RocketMQ vectors of this JSON-lines file")
-	strategy := fs.String("strategy", "", "vector strategy: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH (default: from the plugin's name)")
+	strategy := fs.String("strategy", "", "vector strategy: "+strings.Join(harness.Strategies(), ", ")+" (default: from the plugin's name)")
 	jsonOut := fs.Bool("json", false, "write the report as JSON")
-	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
+	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins, looked in before the built-ins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	timeout := fs.Duration("timeout", host.DefaultTimeout, "deadline of each plugin call")
 	instances := fs.Int("instances", 4, "instances per plugin (the determinism check calls several at once)")
@@ -40,22 +40,15 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 Checks a strategy plugin (NAME in --plugins-dir, or PATH.wasm) over generated consumer groups: no
 failed calls, no queue given to two consumers, every queue given to someone (unless the plugin
 declares "partial"), the same answer to the same request on any instance and in any order, balance
-when it promises "balanced", no queue moved between remaining consumers on a join or leave when it
+when it promises "balanced", queues kept in their zone when it promises "zoned", no queue moved between remaining consumers on a join or leave when it
 promises "sticky"; and reports queue movement, latency and memory. Exits 1 when a check fails,
 printing the smallest scenario that shows each failure.`)
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after PLUGIN.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(positional) == 0:
@@ -77,10 +70,8 @@ printing the smallest scenario that shows each failure.`)
 		}
 		opts.StabilityQueues, opts.StabilityConsumers = nq, nc
 	}
-	switch opts.Strategy {
-	case "", harness.StrategyAvg, harness.StrategyAvgByCircle, harness.StrategyConsistentHash:
-	default:
-		return usageErr("--strategy %q: want AVG, AVG_BY_CIRCLE or CONSISTENT_HASH", *strategy)
+	if opts.Strategy != "" && !slices.Contains(harness.Strategies(), opts.Strategy) {
+		return usageErr("--strategy %q: want one of %s", *strategy, strings.Join(harness.Strategies(), ", "))
 	}
 
 	log, err := newLogger(stderr, *logLevel, false)
@@ -93,11 +84,7 @@ printing the smallest scenario that shows each failure.`)
 	}
 	defer rt.Close(context.Background())
 	load := func(arg string) (*host.Plugin, string, error) {
-		name, path, err := resolvePlugin(arg, *pluginsDir)
-		if err != nil {
-			return nil, "", err
-		}
-		wasm, err := os.ReadFile(path)
+		name, wasm, err := readPlugin(arg, *pluginsDir)
 		if err != nil {
 			return nil, "", err
 		}
@@ -127,10 +114,11 @@ printing the smallest scenario that shows each failure.`)
 	}
 	s := p.Stats()
 	rep.Host = []harness.Counter{
-		{Name: "calls", Value: s.Calls}, {Name: "failed", Value: s.Failures}, {Name: "invalid", Value: s.Invalid},
+		{Name: "calls", Value: s.Calls}, {Name: "failed as a whole", Value: s.Failures},
+		{Name: "answers refused by the host's checks", Value: s.Invalid},
 		{Name: "traps", Value: s.Traps}, {Name: "timeouts", Value: s.Timeouts},
-		{Name: "instances created", Value: s.Created}, {Name: "discarded", Value: s.Discarded},
-		{Name: "linear memory KiB", Value: s.MemoryBytes >> 10},
+		{Name: "instances live", Value: s.Instances}, {Name: "started after the load", Value: s.Created},
+		{Name: "discarded", Value: s.Discarded}, {Name: "KiB of linear memory", Value: s.MemoryBytes >> 10},
 	}
 	if *jsonOut {
 		err = rep.WriteJSON(stdout)

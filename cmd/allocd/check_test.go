@@ -14,7 +14,10 @@ import (
 	"github.com/allocd/allocd/internal/wasmbuild"
 )
 
-const vectorsFile = "../../testdata/rocketmq-java-vectors-small.jsonl"
+const (
+	vectorsFile      = "../../testdata/rocketmq-java-vectors-small.jsonl"
+	roomsVectorsFile = "../../testdata/rocketmq-java-vectors-rooms-small.jsonl"
+)
 
 // checkRun runs `allocd check` with args (the plugins folder and the shared compiled-code cache
 // added) and returns its output and exit status.
@@ -75,12 +78,18 @@ func parseReport(t *testing.T, stdout string) *checkReport {
 }
 
 // TestCheckBuiltins: `allocd check` passes every built-in plugin, the RocketMQ ones with their
-// recorded Java vectors, sticky with its promise of stickiness checked.
+// recorded Java vectors, sticky with its promise of stickiness checked, config and machineroom
+// promising neither coverage nor balance (machineroom checked with the rooms its self-description
+// names), nearby with its zones checked.
 func TestCheckBuiltins(t *testing.T) {
-	for _, name := range []string{"averagely", "circle", "hash", "sticky"} {
+	for _, name := range []string{"averagely", "circle", "hash", "sticky", "config", "machineroom", "nearby"} {
 		t.Run(name, func(t *testing.T) {
 			args := []string{name, "--scenarios", "10", "--seed", "3", "--json"}
-			if name != "sticky" {
+			switch name {
+			case "sticky":
+			case "config", "machineroom", "nearby":
+				args = append(args, "--vectors", roomsVectorsFile)
+			default:
 				args = append(args, "--vectors", vectorsFile)
 			}
 			stdout, stderr, status := checkRun(t, args...)
@@ -105,6 +114,13 @@ func TestCheckBuiltins(t *testing.T) {
 			case "hash":
 				want[harness.CheckStability] = harness.Figure
 				want[harness.CheckBalance] = harness.Figure
+			case "config", "machineroom":
+				want[harness.CheckCoverage] = harness.Figure
+				want[harness.CheckBalance] = harness.Figure
+				want[harness.CheckZones] = harness.Figure
+			case "nearby":
+				want[harness.CheckBalance] = harness.Figure
+				want[harness.CheckZones] = harness.Pass
 			default:
 				want[harness.CheckBalance] = harness.Pass
 			}
@@ -163,7 +179,7 @@ func TestCheckBrokenPlugins(t *testing.T) {
 // TestCheckReference: a plugin agrees with itself, and averagely differs from circle.
 func TestCheckReference(t *testing.T) {
 	stdout, stderr, status := checkRun(t, "averagely", "--reference", "averagely", "--scenarios", "6")
-	if status != 0 || !strings.Contains(stdout, "reference    PASS") {
+	if status != 0 || !strings.Contains(stdout, "reference    ok: ") || !strings.Contains(stdout, " whole-group answers equal to averagely 1.0.0") {
 		t.Fatalf("averagely against itself: status %d\n%s\n%s", status, stdout, stderr)
 	}
 	stdout, stderr, status = checkRun(t, "averagely", "--reference", "circle", "--scenarios", "6")
@@ -207,5 +223,18 @@ func TestCheckUsage(t *testing.T) {
 		if status != c.status || !strings.Contains(stderr, c.want) {
 			t.Errorf("check %q: status %d, stderr %q; want %d and %q", c.args, status, stderr, c.status, c.want)
 		}
+	}
+}
+
+// TestCheckRoomsVectorsCanFail: `allocd check --vectors` with another strategy's room vectors (the
+// nearby plugin against MACHINE_ROOM's, which it reads no set of rooms for) fails the vectors
+// check with exit status 1.
+func TestCheckRoomsVectorsCanFail(t *testing.T) {
+	stdout, stderr, status := checkRun(t, "nearby", "--scenarios", "2", "--json", "--vectors", roomsVectorsFile, "--strategy", "machine_room")
+	if status != 1 {
+		t.Fatalf("exit status %d\n%s\n%s", status, stdout, stderr)
+	}
+	if r := parseReport(t, stdout); r.status(harness.CheckVectors) != harness.Fail || r.status(harness.CheckErrors) != harness.Pass {
+		t.Fatalf("checks %+v", r.Checks)
 	}
 }

@@ -253,24 +253,9 @@ func (r *Ring) Owner(topic, brokerName string, queueID int32) int {
 	if len(r.hashes) == 0 {
 		return -1
 	}
-	b := appendQueueKey(appendQueuePrefix(r.scratch[:0], topic, brokerName), queueID)
+	b := rocketmq.AppendQueueID(rocketmq.AppendQueuePrefix(r.scratch[:0], topic, brokerName), queueID)
 	r.scratch = b
 	return r.lookup(Hash(b))
-}
-
-// appendQueuePrefix appends the part of MessageQueue.toString() before the queue id.
-func appendQueuePrefix(b []byte, topic, brokerName string) []byte {
-	b = append(b, "MessageQueue [topic="...)
-	b = append(b, topic...)
-	b = append(b, ", brokerName="...)
-	b = append(b, brokerName...)
-	return append(b, ", queueId="...)
-}
-
-// appendQueueKey completes a key begun by appendQueuePrefix.
-func appendQueueKey(b []byte, queueID int32) []byte {
-	b = strconv.AppendInt(b, int64(queueID), 10)
-	return append(b, ']')
 }
 
 // lookup returns the node of the first ring entry at or after h, wrapping to the first entry.
@@ -337,10 +322,10 @@ func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int3
 		t, br, id := queue(i)
 		if prefix < 0 || t != topic || br != broker {
 			topic, broker = t, br
-			b = appendQueuePrefix(b[:0], t, br)
+			b = rocketmq.AppendQueuePrefix(b[:0], t, br)
 			prefix = len(b)
 		}
-		b = appendQueueKey(b[:prefix], id)
+		b = rocketmq.AppendQueueID(b[:prefix], id)
 		owners[i] = r.lookup(Hash(b))
 	}
 	r.scratch = b

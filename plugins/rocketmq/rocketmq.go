@@ -7,6 +7,8 @@
 // ../shared/specs/rocketmq-strategies.md.
 package rocketmq
 
+import "strconv"
+
 // Java's IllegalArgumentException messages, in the order Check tests them.
 const (
 	MsgEmptyCID    = "currentCID is empty"
@@ -49,4 +51,25 @@ func IndexOf(cid string, n int, consumer func(int) string) int {
 		}
 	}
 	return -1
+}
+
+// QueueString is Java's MessageQueue.toString(): "MessageQueue [topic=T, brokerName=B, queueId=N]",
+// the key CONSISTENT_HASH hashes and the name Java's messages give a queue.
+func QueueString(topic, brokerName string, queueID int32) string {
+	return string(AppendQueueID(AppendQueuePrefix(nil, topic, brokerName), queueID))
+}
+
+// AppendQueuePrefix appends the part of QueueString before the queue id.
+func AppendQueuePrefix(b []byte, topic, brokerName string) []byte {
+	b = append(b, "MessageQueue [topic="...)
+	b = append(b, topic...)
+	b = append(b, ", brokerName="...)
+	b = append(b, brokerName...)
+	return append(b, ", queueId="...)
+}
+
+// AppendQueueID completes a QueueString begun by AppendQueuePrefix.
+func AppendQueueID(b []byte, queueID int32) []byte {
+	b = strconv.AppendInt(b, int64(queueID), 10)
+	return append(b, ']')
 }
