@@ -47,6 +47,18 @@ examples-if-possible:
 test: allocd plugins examples
 	ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) ALLOCD_EXAMPLES=$(abspath $(BUILD)/examples) \
 		$(GO) test -race -count=1 -timeout 45m ./...
+	@$(MAKE) --no-print-directory test-adapters
+
+# The client adapters are Go modules of their own (so the core never depends on franz-go or
+# rocketmq-client-go): each runs its own `go test -race ./...`.
+ADAPTERS := $(sort $(patsubst %/go.mod,%,$(wildcard adapters/*/go.mod)))
+.PHONY: test-adapters
+test-adapters: allocd plugins
+	@for m in $(ADAPTERS); do \
+		echo "test $$m"; \
+		(cd $$m && ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) \
+			$(GO) test -race -count=1 -timeout 30m ./...) || exit 1; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

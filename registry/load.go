@@ -167,6 +167,15 @@ func pluginName(base string) (string, bool) {
 	return name, name != ""
 }
 
+// pluginName is pluginName limited to the names Options.Only accepts.
+func (r *Registry) pluginName(base string) (string, bool) {
+	name, ok := pluginName(base)
+	if ok && r.opts.Only != nil && !r.opts.Only(name) {
+		return "", false
+	}
+	return name, ok
+}
+
 func (r *Registry) path(name string) string { return filepath.Join(r.dir, name+".wasm") }
 
 // scan checks every plugin file in the folder, every name already known and every name the
@@ -200,7 +209,7 @@ func (r *Registry) scanNames(force bool, progress func(done, total int, name str
 		return
 	}
 	for _, de := range ents {
-		if name, ok := pluginName(de.Name()); ok {
+		if name, ok := r.pluginName(de.Name()); ok {
 			names[name] = true
 		}
 	}

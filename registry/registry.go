@@ -129,6 +129,9 @@ type Options struct {
 	// Progress, when set, hears how many of the plugin files found at start New has loaded
 	// (or rejected) so far, and how many there are.
 	Progress func(done, total int)
+	// Only, when set, limits the registry to the plugin names it accepts; other files in the
+	// folder are ignored. An application embedding one strategy watches one file with it.
+	Only func(name string) bool
 	// Builtins, when set, is a folder of NAME.wasm plugins that serve whenever the watched
 	// folder has no NAME.wasm of its own (builtin.go): a file in the folder overrides the
 	// built-in of its name, and removing it brings the built-in back.

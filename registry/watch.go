@@ -56,7 +56,7 @@ func (r *Registry) handle(ev fsnotify.Event) {
 		r.changed(keyRescan)
 		return
 	}
-	if name, ok := pluginName(base); ok {
+	if name, ok := r.pluginName(base); ok {
 		r.changed(name)
 	}
 }

@@ -17,6 +17,8 @@
 //	GET    /v1/groups/{group}/assignment?cid=C[&topic=T][&after=N][&wait=30s]   long-poll
 //	POST   /v1/groups/{group}/preview         a binding; the assignment it would give, and the diff
 //	GET    /v1/plugins, /v1/plugins/{name}    the plugin registry's status
+//	GET    /v1/plugins/{name}/module[?after=HASH][&wait=30s]   the version in force's bytes
+//	                                           (application/wasm, ETag its hash); long-poll past HASH, 304 when none came
 //	POST   /v1/groups/{group}/locks/queues, /unlock/queues, /locks/message-groups,
 //	       /release/message-groups, /locks/check; GET /v1/groups/{group}/locks   orderly locks (locks.go)
 //

@@ -40,6 +40,8 @@ type Options struct {
 	Coordinator *coordinator.Coordinator
 	// Plugins answers /v1/plugins; nil shows none.
 	Plugins Plugins
+	// Modules answers /v1/plugins/{name}/module; nil serves none.
+	Modules Modules
 	// Logger receives one debug line per request, and 5xx errors at error level.
 	Logger zerolog.Logger
 	// Gatherer serves /metrics; nil leaves /metrics out.
@@ -154,6 +156,7 @@ func (s *Server) routes() http.Handler {
 		{"GET", "/v1/groups/{group}/locks", s.listLocks},
 		{"GET", "/v1/plugins", s.listPlugins},
 		{"GET", "/v1/plugins/{name}", s.getPlugin},
+		{"GET", "/v1/plugins/{name}/module", s.module},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 	}

@@ -268,8 +268,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("--config %s: %w", f.configFile, err)
 	}
 
+	modules := newModuleServer(reg)
 	srv, err := server.New(server.Options{
-		Coordinator: c, Plugins: pluginStatus{reg}, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
+		Coordinator: c, Plugins: pluginStatus{reg}, Modules: modules, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
 		Ready:    func() error { return pluginsReady(c, reg) },
 		Warnings: func() []string { return pluginWarnings(reg) },
 	})
@@ -321,6 +322,9 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	})
 	wg.Go(func() {
 		for e := range events {
+			if e.Kind != registry.Failed {
+				modules.changed()
+			}
 			switch e.Kind {
 			case registry.Loaded, registry.Reloaded:
 				c.PluginChanged(e.Name, e.Hash)

@@ -54,7 +54,27 @@ func Root() (string, error) {
 	if mod == "" || mod == os.DevNull {
 		return "", fmt.Errorf("wasmbuild: not inside a Go module")
 	}
-	return filepath.Dir(mod), nil
+	// The adapters are modules of their own inside the repository: walk up to the core's.
+	for dir := filepath.Dir(mod); ; {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module github.com/allocd/allocd\n") {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("wasmbuild: %s is not inside the allocd repository", mod)
+		}
+		dir = up
+	}
+}
+
+// Plugin returns the .wasm file of built-in plugin name: $ALLOCD_PLUGINS/name.wasm when
+// ALLOCD_PLUGINS is set (`make test` sets it), otherwise plugins/name/wasm built here.
+func Plugin(tb testing.TB, name string) string {
+	tb.Helper()
+	if d := os.Getenv("ALLOCD_PLUGINS"); d != "" {
+		return filepath.Join(d, name+".wasm")
+	}
+	return Path(tb, "plugins/"+name+"/wasm")
 }
 
 func build(pkg string) (string, error) {

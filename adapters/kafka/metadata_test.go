@@ -1,0 +1,45 @@
+package kafka
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/allocd/allocd/internal/wasmbuild"
+)
+
+// A member's join metadata carries its topics, owned partitions, generation, labels (user
+// data) and its zone as its rack, and the leader reads them back as the plugin's input.
+func TestJoinGroupMetadataCarriesTheMember(t *testing.T) {
+	b, err := NewBalancer(context.Background(), Config{PluginFile: wasmbuild.Plugin(t, "averagely"), CacheDir: cacheDir,
+		Labels: map[string]string{"zone": "eu-1a", "weight": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	raw := b.JoinGroupMetadata([]string{"orders"}, map[string][]int32{"orders": {3, 1}}, 7)
+	var meta kmsg.ConsumerMemberMetadata
+	if err := meta.ReadFrom(raw); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Version != 3 || !slices.Equal(meta.Topics, []string{"orders"}) || meta.Generation != 7 ||
+		meta.Rack == nil || *meta.Rack != "eu-1a" || len(meta.OwnedPartitions) != 1 {
+		t.Fatalf("metadata %+v", meta)
+	}
+	id := "static-1"
+	cb, _, err := b.MemberBalancer([]kmsg.JoinGroupResponseMember{{MemberID: "m", InstanceID: &id, ProtocolMetadata: raw}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, owners := b.members(cb.(*kgo.ConsumerBalancer))
+	if len(members) != 1 || members[0].id != "static-1" || members[0].labels["zone"] != "eu-1a" ||
+		members[0].labels["weight"] != "2" || members[0].labels["instanceId"] != "static-1" {
+		t.Fatalf("members %+v", members)
+	}
+	if owners["orders"][3] != 0 || owners["orders"][1] != 0 {
+		t.Fatalf("owners %v", owners)
+	}
+}

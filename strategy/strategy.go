@@ -1,0 +1,393 @@
+package strategy
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/registry"
+)
+
+// Queue is one queue (a RocketMQ message queue, a Kafka partition) of a group's assignment.
+type Queue struct {
+	Topic      string
+	BrokerName string // "" where the system has no brokers per queue (Kafka)
+	QueueID    int32
+	// Labels (such as "zone") and Metrics (such as "lag") reach the plugin as the queue's
+	// attributes; nil means none.
+	Labels  map[string]string
+	Metrics map[string]int64
+	// PrevOwner is the consumer id that owned the queue before, "" for none: what a sticky
+	// strategy keeps.
+	PrevOwner string
+}
+
+// Consumer is one member of the group.
+type Consumer struct {
+	ID string
+	// Labels (such as "zone" or "instanceId") and Metrics (such as "weight"); nil means none.
+	Labels  map[string]string
+	Metrics map[string]int64
+}
+
+// Group is one question to a strategy: which consumer owns which queue. The slices may come in
+// any order; the plugin sees them in canonical order (abi.Canonicalize) and the answer refers to
+// the caller's order.
+type Group struct {
+	Name      string
+	Queues    []Queue
+	Consumers []Consumer
+	// Config is the binding's configuration, such as {"vnodes": "10"}.
+	Config map[string]string
+}
+
+// Assignment is a strategy's answer for a whole group.
+type Assignment struct {
+	// Owned[i] lists the queues Group.Consumers[i] owns, as indices into Group.Queues, in the
+	// plugin's order. Every queue has at most one owner (consumers given twice share theirs).
+	Owned [][]int
+	// Version is the plugin version that answered.
+	Version Version
+}
+
+// Version identifies a plugin version: its content hash and its self-described version.
+type Version = registry.Version
+
+// Event reports a change of the serving version (Loaded, Reloaded), or a version that was
+// rejected (Failed: Err says why; the previous version keeps serving).
+type Event = registry.Event
+
+// Defaults of Config.
+const (
+	DefaultPollWait      = 30 * time.Second
+	DefaultRetryInterval = 5 * time.Second
+)
+
+// Config says where a strategy comes from. Set File, or Daemon and Name.
+type Config struct {
+	// File is a .wasm file, watched and hot-reloaded. Its plugin name is the file's base name
+	// without ".wasm".
+	File string
+	// Daemon is an allocd daemon's base URL ("http://127.0.0.1:7420"), and Name the plugin's
+	// name there.
+	Daemon string
+	Name   string
+	// CacheDir holds the compiled code of modules (CacheDir/wazero, so a restart loads in
+	// ~80 ms instead of compiling for 1-2 s) and the last good module fetched from a daemon
+	// (CacheDir/modules). "" means os.UserCacheDir()/allocd.
+	CacheDir string
+	// Host sets the plugin's limits (call deadline, memory, instances); its CacheDir, when
+	// empty, is CacheDir/wazero, and its Logger is Logger.
+	Host host.Config
+	// Validate, when set, runs on every new version after the self-test; an error rejects the
+	// version (the daemon passes the harness's quick pass here).
+	Validate func(context.Context, *host.Plugin) error
+	// OnEvent, when set, hears every change of version and every rejected one, in order, on a
+	// goroutine of its own.
+	OnEvent func(Event)
+	// Logger receives loads, reloads, rejections and the daemon's unreachability.
+	Logger zerolog.Logger
+	// HTTPClient talks to the daemon (a client with a default transport).
+	HTTPClient *http.Client
+	// PollWait is how long one long-poll for a new version waits (DefaultPollWait), and
+	// RetryInterval how long the client waits after a failed one (DefaultRetryInterval).
+	PollWait, RetryInterval time.Duration
+}
+
+// Strategy is a loaded strategy. Its methods are safe for concurrent use.
+type Strategy struct {
+	name   string
+	rt     *host.Runtime
+	reg    *registry.Registry
+	log    zerolog.Logger
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	once   sync.Once
+	err    error
+}
+
+// ErrNoVersion is returned (wrapped) when a strategy has no version that may serve.
+var ErrNoVersion = errors.New("strategy: no version serving")
+
+// Open loads a strategy and starts watching its source; it returns once a version serves, or
+// with an error naming why none can (a missing file, a module that fails its checks, a daemon
+// that cannot be reached and no module cached). Close releases it.
+func Open(ctx context.Context, cfg Config) (*Strategy, error) {
+	switch {
+	case cfg.File != "" && cfg.Daemon != "":
+		return nil, errors.New("strategy: set Config.File or Config.Daemon, not both")
+	case cfg.File == "" && cfg.Daemon == "":
+		return nil, errors.New("strategy: set Config.File (a .wasm file) or Config.Daemon and Config.Name")
+	case cfg.Daemon != "" && cfg.Name == "":
+		return nil, errors.New("strategy: Config.Daemon needs Config.Name, the plugin's name there")
+	}
+	if cfg.PollWait <= 0 {
+		cfg.PollWait = DefaultPollWait
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = DefaultRetryInterval
+	}
+	if cfg.CacheDir == "" {
+		if d, err := os.UserCacheDir(); err == nil {
+			cfg.CacheDir = filepath.Join(d, "allocd")
+		}
+	}
+	hc := cfg.Host
+	if hc.CacheDir == "" && cfg.CacheDir != "" {
+		hc.CacheDir = filepath.Join(cfg.CacheDir, "wazero")
+	}
+	hc.Logger = cfg.Logger
+	rt, err := host.NewRuntime(ctx, hc)
+	if err != nil {
+		return nil, fmt.Errorf("strategy: %w", err)
+	}
+	s := &Strategy{rt: rt, log: cfg.Logger.With().Str("component", "strategy").Logger()}
+	var dir string
+	var d *daemonSource
+	if cfg.File != "" {
+		abs, err := filepath.Abs(cfg.File)
+		if err != nil {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("strategy: %w", err)
+		}
+		if !strings.HasSuffix(abs, ".wasm") || filepath.Base(abs) == ".wasm" {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("strategy: plugin file %s must be named NAME.wasm", abs)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			rt.Close(ctx)
+			return nil, fmt.Errorf("strategy: plugin file: %w", err)
+		}
+		dir, s.name = filepath.Dir(abs), strings.TrimSuffix(filepath.Base(abs), ".wasm")
+	} else {
+		if cfg.CacheDir == "" {
+			rt.Close(ctx)
+			return nil, errors.New("strategy: Config.CacheDir is needed to keep a daemon's module (no user cache folder)")
+		}
+		d = newDaemonSource(cfg, rt, s.log)
+		if err := d.prime(ctx); err != nil {
+			rt.Close(ctx)
+			return nil, err
+		}
+		dir, s.name = d.dir, cfg.Name
+	}
+	name := s.name
+	reg, err := registry.New(rt, dir, registry.Options{
+		Logger:   cfg.Logger,
+		Validate: cfg.Validate,
+		Only:     func(n string) bool { return n == name },
+		// The file stays in use even while it is replaced by a remove and a create: its
+		// last good version keeps serving until Close.
+		InUse: func(string) bool { return true },
+	})
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("strategy: %w", err)
+	}
+	s.reg = reg
+	if st, ok := reg.StatusOf(name); !ok || st.ActiveHash == "" {
+		reason := "no such file"
+		if ok && st.LastError != "" {
+			reason = st.LastError
+		}
+		reg.Close()
+		rt.Close(ctx)
+		return nil, fmt.Errorf("%w: plugin %q from %s: %s", ErrNoVersion, name, dir, reason)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	events, unsubscribe := reg.Subscribe()
+	s.done.Add(2)
+	go func() {
+		defer s.done.Done()
+		reg.Run(runCtx)
+	}()
+	go func() {
+		defer s.done.Done()
+		defer unsubscribe()
+		for ev := range events {
+			if cfg.OnEvent != nil {
+				cfg.OnEvent(ev)
+			}
+		}
+	}()
+	if d != nil {
+		d.onFailed = func(ev Event) {
+			if cfg.OnEvent != nil {
+				cfg.OnEvent(ev)
+			}
+		}
+		s.done.Add(1)
+		go func() {
+			defer s.done.Done()
+			d.run(runCtx, s.currentHash)
+		}()
+	}
+	return s, nil
+}
+
+// Name is the plugin's name.
+func (s *Strategy) Name() string { return s.name }
+
+// Version is the version serving (cheap: no lock is shared with calls or reloads).
+func (s *Strategy) Version() Version {
+	p, release, err := s.reg.Acquire(s.name)
+	if err != nil {
+		return Version{}
+	}
+	defer release()
+	return Version{Hash: p.Hash(), Version: p.Info().Version}
+}
+
+func (s *Strategy) currentHash() string { return s.Version().Hash }
+
+// Status is the plugin's status as the daemon shows it: the version serving, the last attempt
+// and why it failed, call counts.
+func (s *Strategy) Status() registry.Status {
+	st, _ := s.reg.StatusOf(s.name)
+	return st
+}
+
+// Close stops watching, waits for the calls in flight and releases the plugin. Later calls
+// return the first result.
+func (s *Strategy) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.err = s.reg.Close()
+		s.done.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.rt.Close(ctx); err != nil && s.err == nil {
+			s.err = err
+		}
+	})
+	return s.err
+}
+
+// Assign asks the strategy for the whole group's assignment. A plugin that fails, traps,
+// overruns its deadline or answers something invalid costs an error; nothing is kept from it.
+func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
+	req, qperm, cperm := request(g)
+	resp, v, err := s.reg.Allocate(ctx, s.name, req)
+	if err != nil {
+		return nil, fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	a := &Assignment{Owned: make([][]int, len(g.Consumers)), Version: v}
+	for i, res := range resp.Results {
+		if res.Failed {
+			return nil, fmt.Errorf("strategy %s: plugin failed for consumer %q: %s", s.name, req.Consumers[i], res.Err)
+		}
+		owned := res.Indices
+		if qperm != nil {
+			owned = make([]int, len(res.Indices))
+			for k, j := range res.Indices {
+				owned[k] = qperm[j]
+			}
+		}
+		c := i
+		if cperm != nil {
+			c = cperm[i]
+		}
+		a.Owned[c] = owned
+	}
+	return a, nil
+}
+
+// request builds the plugin's request in canonical order, with the permutations back to the
+// caller's order (nil where the caller's order is canonical already).
+func request(g *Group) (req *abi.Request, qperm, cperm []int) {
+	req = &abi.Request{Group: g.Name, Config: g.Config}
+	n := len(g.Queues)
+	sorted := slices.IsSortedFunc(g.Queues, compareQueues)
+	if !sorted {
+		qperm = order(n, func(a, b int) int { return compareQueues(g.Queues[a], g.Queues[b]) })
+	}
+	at := func(i int) *Queue {
+		if qperm != nil {
+			return &g.Queues[qperm[i]]
+		}
+		return &g.Queues[i]
+	}
+	req.Queues = make([]abi.Queue, n)
+	var attrs, owners bool
+	for i := range n {
+		q := at(i)
+		req.Queues[i] = abi.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID}
+		attrs = attrs || len(q.Labels) > 0 || len(q.Metrics) > 0
+		owners = owners || q.PrevOwner != ""
+	}
+	if attrs {
+		req.QueueAttrs = make([]abi.Attrs, n)
+		for i := range n {
+			q := at(i)
+			req.QueueAttrs[i] = abi.Attrs{Labels: q.Labels, Metrics: q.Metrics}
+		}
+	}
+	if owners {
+		req.PrevOwners = make([]string, n)
+		for i := range n {
+			req.PrevOwners[i] = at(i).PrevOwner
+		}
+	}
+	m := len(g.Consumers)
+	if !slices.IsSortedFunc(g.Consumers, func(a, b Consumer) int { return strings.Compare(a.ID, b.ID) }) {
+		cperm = order(m, func(a, b int) int { return strings.Compare(g.Consumers[a].ID, g.Consumers[b].ID) })
+	}
+	cat := func(i int) *Consumer {
+		if cperm != nil {
+			return &g.Consumers[cperm[i]]
+		}
+		return &g.Consumers[i]
+	}
+	req.Consumers = make([]string, m)
+	var cattrs bool
+	for i := range m {
+		c := cat(i)
+		req.Consumers[i] = c.ID
+		cattrs = cattrs || len(c.Labels) > 0 || len(c.Metrics) > 0
+	}
+	if cattrs {
+		req.ConsumerAttrs = make([]abi.Attrs, m)
+		for i := range m {
+			c := cat(i)
+			req.ConsumerAttrs[i] = abi.Attrs{Labels: c.Labels, Metrics: c.Metrics}
+		}
+	}
+	return req, qperm, cperm
+}
+
+func compareQueues(a, b Queue) int {
+	return abi.CompareQueues(abi.Queue{Topic: a.Topic, BrokerName: a.BrokerName, QueueID: a.QueueID},
+		abi.Queue{Topic: b.Topic, BrokerName: b.BrokerName, QueueID: b.QueueID})
+}
+
+// order returns the stable sorting permutation of n elements.
+func order(n int, c func(a, b int) int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = i
+	}
+	slices.SortStableFunc(p, func(a, b int) int { return cmp.Or(c(a, b), cmp.Compare(a, b)) })
+	return p
+}
+
+// cacheFolder is the folder for one daemon's modules: one per daemon URL, so two daemons'
+// plugins of one name never overwrite each other.
+func cacheFolder(root, daemon string) string {
+	sum := sha256.Sum256([]byte(strings.TrimRight(daemon, "/")))
+	return filepath.Join(root, "modules", hex.EncodeToString(sum[:8]))
+}

@@ -1,0 +1,243 @@
+package strategy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/wasmbuild"
+	"github.com/allocd/allocd/plugins/averagely"
+	"github.com/allocd/allocd/plugins/circle"
+	"github.com/allocd/allocd/registry"
+	"github.com/allocd/allocd/strategy"
+)
+
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	// Compiled code is kept across runs, as the daemon's e2e tests keep theirs: compiling a Go
+	// guest under the race detector on a busy machine takes tens of seconds.
+	cacheDir = filepath.Join(os.TempDir(), "allocd-test-cache")
+	code := m.Run()
+	wasmbuild.Cleanup()
+	os.Exit(code)
+}
+
+// events collects a strategy's events for a test to wait on.
+type events chan strategy.Event
+
+func (e events) wait(t *testing.T, kind registry.EventKind) strategy.Event {
+	t.Helper()
+	// A compile under the race detector on a loaded 2-core machine can take minutes.
+	timeout := time.After(8 * time.Minute)
+	var seen []string
+	for {
+		select {
+		case ev := <-e:
+			if ev.Kind == kind {
+				return ev
+			}
+			seen = append(seen, string(ev.Kind)+" "+ev.Err)
+		case <-timeout:
+			t.Fatalf("no %s event (saw %q)", kind, seen)
+		}
+	}
+}
+
+func open(t *testing.T, cfg strategy.Config) (*strategy.Strategy, events) {
+	t.Helper()
+	ev := make(events, 64)
+	cfg.OnEvent = func(e strategy.Event) { ev <- e }
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = cacheDir
+	}
+	cfg.Host.Timeout = 30 * time.Second // the race detector and a busy machine slow instances
+	s, err := strategy.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, ev
+}
+
+// install writes a plugin's module to path the way a deployment does: to a temporary name,
+// then renamed over the file.
+func install(t *testing.T, path string, wasm []byte) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".install.tmp")
+	if err := os.WriteFile(tmp, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func plugin(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(wasmbuild.Plugin(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func group(queues, consumers int) *strategy.Group {
+	g := &strategy.Group{Name: "g"}
+	for i := range queues {
+		g.Queues = append(g.Queues, strategy.Queue{Topic: "T", BrokerName: "broker-a", QueueID: int32(i)})
+	}
+	for i := range consumers {
+		g.Consumers = append(g.Consumers, strategy.Consumer{ID: fmt.Sprintf("c%02d", i)})
+	}
+	return g
+}
+
+// native is what a RocketMQ-style function gives every consumer of a sorted group.
+func native(fn func(dst []int, n, c, self int) []int, n, c int) [][]int {
+	out := make([][]int, c)
+	for i := range c {
+		out[i] = fn(nil, n, c, i)
+	}
+	return out
+}
+
+func equal(a, b [][]int) bool {
+	return slices.EqualFunc(a, b, func(x, y []int) bool { return slices.Equal(x, y) })
+}
+
+func TestFileServesAndReloads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.wasm")
+	install(t, path, plugin(t, "averagely"))
+	os.WriteFile(filepath.Join(filepath.Dir(path), "other.wasm"), []byte("not a module"), 0o644)
+	s, ev := open(t, strategy.Config{File: path})
+	if s.Name() != "s" || s.Version().Hash != host.Hash(plugin(t, "averagely")) {
+		t.Fatalf("serving %s %+v, want s at averagely's hash", s.Name(), s.Version())
+	}
+	g := group(10, 4)
+	a, err := s.Assign(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := native(averagely.Allocate, 10, 4); !equal(a.Owned, want) {
+		t.Fatalf("averagely: %v, want %v", a.Owned, want)
+	}
+
+	// A new version replaces the old one once it has passed its checks.
+	install(t, path, plugin(t, "circle"))
+	ev.wait(t, registry.Reloaded)
+	a, err = s.Assign(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := native(circle.Allocate, 10, 4); !equal(a.Owned, want) || a.Version.Hash != host.Hash(plugin(t, "circle")) {
+		t.Fatalf("after the reload: %v from %s, want circle's %v", a.Owned, a.Version.Hash[:12], want)
+	}
+
+	// A version that fails its checks never serves: circle keeps answering.
+	install(t, path, wasmbuild.Bytes(t, "host/testdata/plugins/trap"))
+	if e := ev.wait(t, registry.Failed); e.Err == "" {
+		t.Fatal("a rejected version without a reason")
+	}
+	a, err = s.Assign(context.Background(), g)
+	if err != nil || !equal(a.Owned, native(circle.Allocate, 10, 4)) {
+		t.Fatalf("after a bad version: %v %v, want circle's answer", a, err)
+	}
+	if st := s.Status(); st.LastError == "" || st.Failures != 1 {
+		t.Fatalf("status %+v, want the rejection recorded", st)
+	}
+	// other.wasm in the same folder is none of this strategy's business.
+	if st := s.Status(); st.Name != "s" {
+		t.Fatalf("status of %q", st.Name)
+	}
+}
+
+// The caller's order is kept: the answer's indices refer to the caller's slices, whatever
+// order the plugin saw them in.
+func TestAssignKeepsTheCallersOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "averagely.wasm")
+	install(t, path, plugin(t, "averagely"))
+	s, _ := open(t, strategy.Config{File: path})
+	sorted := group(7, 3)
+	want, err := s.Assign(context.Background(), sorted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reverse both lists: each consumer must own the same queues, named by the new indices.
+	shuffled := &strategy.Group{Name: "g"}
+	for i := len(sorted.Queues) - 1; i >= 0; i-- {
+		shuffled.Queues = append(shuffled.Queues, sorted.Queues[i])
+	}
+	for i := len(sorted.Consumers) - 1; i >= 0; i-- {
+		shuffled.Consumers = append(shuffled.Consumers, sorted.Consumers[i])
+	}
+	got, err := s.Assign(context.Background(), shuffled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ci, c := range shuffled.Consumers {
+		var gotIDs, wantIDs []int32
+		for _, q := range got.Owned[ci] {
+			gotIDs = append(gotIDs, shuffled.Queues[q].QueueID)
+		}
+		for _, q := range want.Owned[len(sorted.Consumers)-1-ci] {
+			wantIDs = append(wantIDs, sorted.Queues[q].QueueID)
+		}
+		if !slices.Equal(gotIDs, wantIDs) {
+			t.Errorf("%s owns %v in the reversed group, %v in the sorted one", c.ID, gotIDs, wantIDs)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.wasm")
+	os.WriteFile(bad, []byte("\x00asm garbage"), 0o644)
+	for _, c := range []struct {
+		name string
+		cfg  strategy.Config
+		want string
+	}{
+		{"nothing", strategy.Config{}, "set Config.File"},
+		{"both", strategy.Config{File: bad, Daemon: "http://x"}, "not both"},
+		{"no name", strategy.Config{Daemon: "http://x"}, "needs Config.Name"},
+		{"missing", strategy.Config{File: filepath.Join(dir, "none.wasm")}, "no such file"},
+		{"suffix", strategy.Config{File: filepath.Join(dir, "x.bin")}, "NAME.wasm"},
+		{"corrupt", strategy.Config{File: bad}, "no version serving"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.CacheDir = cacheDir
+			s, err := strategy.Open(context.Background(), c.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+// A plugin that passes its checks but traps in service costs each call an error, and the
+// strategy keeps serving (the next call runs on a fresh instance).
+func TestAssignErrorOnATrap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.wasm")
+	install(t, path, wasmbuild.Bytes(t, "strategy/testdata/plugins/selftestonly"))
+	s, _ := open(t, strategy.Config{File: path})
+	for range 2 {
+		a, err := s.Assign(context.Background(), group(4, 2))
+		if err == nil {
+			t.Fatalf("a trapping plugin answered %v", a.Owned)
+		}
+		if !strings.Contains(err.Error(), "strategy s") {
+			t.Fatalf("error %q does not name the strategy", err)
+		}
+	}
+}
