@@ -320,7 +320,16 @@ func (r *Ring) index() {
 // Java's result for one consumer is the queues, in mqAll order, whose owner is that consumer's first
 // index in cidAll (see Queues), so one Assign serves the whole group.
 func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int32)) {
-	owners = owners[:n]
+	assign(r, owners[:n], queue)
+}
+
+// AssignOwners is Assign writing int32 owners, one per entry of owners: the whole-group answer
+// of ABI 1.1's owner form.
+func (r *Ring) AssignOwners(owners []int32, queue func(int) (string, string, int32)) {
+	assign(r, owners, queue)
+}
+
+func assign[T int | int32](r *Ring, owners []T, queue func(int) (string, string, int32)) {
 	if len(r.hashes) == 0 {
 		for i := range owners {
 			owners[i] = -1
@@ -341,7 +350,7 @@ func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int3
 			prefix = len(b)
 		}
 		b = appendQueueKey(b[:prefix], id)
-		owners[i] = r.lookup(Hash(b))
+		owners[i] = T(r.lookup(Hash(b)))
 	}
 	r.scratch = b
 }

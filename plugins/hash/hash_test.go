@@ -185,6 +185,14 @@ func TestJavaVectorsWholeGroup(t *testing.T) {
 			o = make([]int, len(v.MQAll))
 			r.Assign(o, len(v.MQAll), v.Queue)
 			owners[k] = o
+			// The owner form's int32 owners are the same.
+			o32 := make([]int32, len(v.MQAll))
+			r.AssignOwners(o32, v.Queue)
+			for j := range o {
+				if int(o32[j]) != o[j] {
+					t.Fatalf("line %d: AssignOwners gives queue %d owner %d, Assign %d", v.Line, j, o32[j], o[j])
+				}
+			}
 		}
 		if len(o) != len(v.MQAll) {
 			t.Fatalf("line %d: scenario %d mixes mqAll sizes", v.Line, v.Scenario)
