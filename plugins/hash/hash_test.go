@@ -1,9 +1,9 @@
 package hash
 
 import (
+	"fmt"
 	"crypto/md5"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -691,6 +691,74 @@ func TestAgainstReferenceLargeRings(t *testing.T) {
 			if err != nil || wantErr != nil || !slices.Equal(got, want) {
 				t.Fatalf("%d consumers, V=%d, cid=%q, %d queues:\n got %v, %v\nwant %v, %v", len(cidAll), vnodes, cid, n, got, err, want, wantErr)
 			}
+		}
+	}
+}
+
+// TestMemoGivesNewRingsAnswers: over a sequence of requests (the same one again, a member
+// joining and leaving, a broker added, queue ids past the memo's bound and negative ones, another
+// vnodes), a ring built with a Memo assigns every queue as a ring built from scratch does, and the
+// Memo keeps only the last request's consumers and brokers.
+func TestMemoGivesNewRingsAnswers(t *testing.T) {
+	type req struct {
+		cids    []string
+		brokers []string
+		ids     []int32
+		vnodes  int
+	}
+	ids := func(from, to int32) (out []int32) {
+		for i := from; i < to; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	cids := func(n int) (out []string) {
+		for i := range n {
+			out = append(out, fmt.Sprintf("10.0.0.%d@%d", i, 100+i))
+		}
+		return out
+	}
+	seq := []req{
+		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(9), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(7), []string{"b0", "b1", "b2"}, ids(0, 64), 10},
+		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
+		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
+		{cids(7), []string{"b0"}, ids(0, 64), 3},
+		{cids(3), []string{"b0"}, ids(0, 64), 0},
+		{cids(7), []string{"b0"}, ids(0, 64), 3},
+	}
+	var m Memo
+	for step, r := range seq {
+		type q struct {
+			b  string
+			id int32
+		}
+		var mq []q
+		for _, b := range r.brokers {
+			for _, id := range r.ids {
+				mq = append(mq, q{b, id})
+			}
+		}
+		queue := func(i int) (string, string, int32) { return "T", mq[i].b, mq[i].id }
+		consumer := func(i int) string { return r.cids[i] }
+		fresh, err := NewRing(len(r.cids), consumer, r.vnodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo, err := NewRingMemo(len(r.cids), consumer, r.vnodes, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := make([]int32, len(mq)), make([]int32, len(mq))
+		fresh.AssignOwners(want, queue)
+		memo.AssignOwners(got, queue)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: with the memo %v, from scratch %v", step, got, want)
+		}
+		if r.vnodes > 0 && (len(m.consumers) != len(r.cids) || len(m.runs) != len(r.brokers)) {
+			t.Fatalf("step %d: memo holds %d consumers and %d brokers, want %d and %d", step, len(m.consumers), len(m.runs), len(r.cids), len(r.brokers))
 		}
 	}
 }

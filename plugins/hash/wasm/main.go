@@ -20,6 +20,10 @@ func init() {
 	}, prepare, wholeGroup)
 }
 
+// memo keeps the last whole-group request's MD5 hashes for the next: an instance serves one call
+// at a time, and the SDK's strings live as long as the instance.
+var memo hash.Memo
+
 // wholeGroup answers every consumer from one ring in one pass (ABI 1.1's owner form). A request
 // that RocketMQ's checks fail for some consumer, or whose ring cannot be built, goes through
 // prepare's per-consumer answers instead, which report the error for each consumer.
@@ -33,7 +37,7 @@ func wholeGroup(v *abi.View, owners []int32) (bool, error) {
 	if !rocketmq.WholeGroupChecks(n, c, v.Consumer) {
 		return false, nil
 	}
-	ring, err := hash.NewRing(c, v.Consumer, vnodes)
+	ring, err := hash.NewRingMemo(c, v.Consumer, vnodes, &memo)
 	if err != nil {
 		return false, nil
 	}
