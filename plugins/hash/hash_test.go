@@ -1,9 +1,9 @@
 package hash
 
 import (
-	"fmt"
 	"crypto/md5"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
