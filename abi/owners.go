@@ -1,6 +1,9 @@
 package abi
 
-import "slices"
+import (
+	"slices"
+	"unsafe"
+)
 
 // The owner form of a response (ABI 1.1, ABI.md §5.4): for a whole-group request, one u32 per
 // queue naming the index in CONSUMERS of the consumer that owns it, or NoOwner. Every consumer's
@@ -45,11 +48,18 @@ func AppendOwners(dst []byte, owners []int32) []byte {
 	le.PutUint32(out[8:], uint32(size))
 	le.PutUint32(out[12:], uint32(len(owners)))
 	out = out[headerSize:]
+	if littleEndian && len(owners) > 0 { // the wire's layout: one copy (wasm is little-endian)
+		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&owners[0])), 4*len(owners)))
+		return dst
+	}
 	for i, o := range owners {
 		le.PutUint32(out[4*i:], uint32(o))
 	}
 	return dst
 }
+
+// littleEndian: this machine stores an int32 as the wire does.
+var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // decodeOwners decodes an owner-form response, whose magic the caller has checked, into r.Owners.
 func decodeOwners(b []byte, r *Response) error {
@@ -66,6 +76,10 @@ func decodeOwners(b []byte, r *Response) error {
 	r.Results = r.Results[:0]
 	r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
 	p := b[headerSize:]
+	if littleEndian && count > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.Owners[0])), 4*count), p)
+		return nil
+	}
 	for i := range r.Owners {
 		r.Owners[i] = int32(le.Uint32(p[4*i:]))
 	}
@@ -82,28 +96,17 @@ func resolveOwners(r *Request, resp *Response) error {
 	if len(resp.Owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
 	}
-	// first[i] is the first index of consumer i's id: only first occurrences own queues, and
-	// a repeated id's results are the first one's.
-	first := make([]int32, nc+1) // first[nc] counts nothing; starts below reuse the array
+	// first[i] is the first index of consumer i's id: only first occurrences own queues, and a
+	// repeated id's results are the first one's. With distinct ids in canonical order (the
+	// host's requests) every index is its own first, and first stays nil.
 	sorted := slices.IsSorted(r.Consumers)
-	var seen map[string]int32
-	for i := range nc {
-		switch {
-		case i > 0 && sorted && r.Consumers[i] == r.Consumers[i-1]:
-			first[i] = first[i-1]
-		case sorted:
-			first[i] = int32(i)
-		default:
-			if seen == nil {
-				seen = make(map[string]int32, nc)
-			}
-			f, ok := seen[r.Consumers[i]]
-			if !ok {
-				f = int32(i)
-				seen[r.Consumers[i]] = f
-			}
-			first[i] = f
-		}
+	distinct := sorted
+	for i := 1; distinct && i < nc; i++ {
+		distinct = r.Consumers[i] != r.Consumers[i-1]
+	}
+	var first []int32
+	if !distinct {
+		first = firstIndices(r.Consumers, sorted)
 	}
 	counts := make([]int, nc+1)
 	for q, o := range resp.Owners {
@@ -112,7 +115,7 @@ func resolveOwners(r *Request, resp *Response) error {
 			continue
 		case o < 0 || int(o) >= nc:
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
-		case first[o] != o:
+		case first != nil && first[o] != o:
 			return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
 		}
 		counts[o+1]++
@@ -130,10 +133,39 @@ func resolveOwners(r *Request, resp *Response) error {
 	}
 	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]
 	for i := range nc {
-		f := first[i]
+		f := int32(i)
+		if first != nil {
+			f = first[i]
+		}
 		resp.Results[i] = Result{Indices: flat[counts[f]:counts[f+1]:counts[f+1]]}
 	}
 	return nil
+}
+
+// firstIndices returns, for every consumer, the first index of its id.
+func firstIndices(consumers []string, sorted bool) []int32 {
+	nc := len(consumers)
+	first := make([]int32, nc)
+	var seen map[string]int32
+	for i := range nc {
+		switch {
+		case i > 0 && sorted && consumers[i] == consumers[i-1]:
+			first[i] = first[i-1]
+		case sorted:
+			first[i] = int32(i)
+		default:
+			if seen == nil {
+				seen = make(map[string]int32, nc)
+			}
+			f, ok := seen[consumers[i]]
+			if !ok {
+				f = int32(i)
+				seen[consumers[i]] = f
+			}
+			first[i] = f
+		}
+	}
+	return first
 }
 
 // ResolveOwners turns owners (one entry per queue of the whole-group request r: a consumer index,
