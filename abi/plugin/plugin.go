@@ -25,6 +25,10 @@
 //	func main() {}
 //
 // Build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o first.wasm.
+//
+// A strategy whose lists are in mqAll order can also register a whole-group form with
+// RegisterWholeGroup: for a whole-group request from a 1.1 host it writes one owner per queue
+// (ABI 1.1's owner form), which costs a fraction of one call per consumer.
 package plugin
 
 import (
