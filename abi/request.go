@@ -130,31 +130,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			dst = le.AppendUint32(dst, e.intern(r.Group))
 			dst = le.AppendUint32(dst, 0)
 		case SectionQueues:
-			dst = le.AppendUint32(dst, uint32(len(r.Queues)))
-			// Queues arrive sorted, so topics and brokers repeat in runs: remember the last
-			// ones and consult the map only when they change.
-			var lastTopic, lastBroker string
-			var names uint64 // topic id | broker id << 32 of the current run
-			lastID := int32(math.MinInt32)
-			n := len(dst)
-			dst = slices.Grow(dst, 12*len(r.Queues))[:n+12*len(r.Queues)]
-			recs := dst[n:]
-			for i := range r.Queues {
-				q := &r.Queues[i]
-				if i == 0 || !sameString(q.Topic, lastTopic) || !sameString(q.BrokerName, lastBroker) {
-					names = uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
-					if e.order && i > 0 && CompareQueues(r.Queues[i-1], *q) > 0 {
-						e.unsorted = true
-					}
-					lastTopic, lastBroker = q.Topic, q.BrokerName
-				} else if e.order && q.QueueID < lastID {
-					e.unsorted = true
-				}
-				lastID = q.QueueID
-				rec := recs[12*i : 12*i+12]
-				le.PutUint64(rec, names)
-				le.PutUint32(rec[8:], uint32(q.QueueID))
-			}
+			dst = e.appendQueues(dst, r.Queues)
 		case SectionConsumers:
 			dst = e.appendStrings(dst, r.Consumers)
 		case SectionTargets:
@@ -204,6 +180,44 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	}
 	le.PutUint32(dst[start+8:], uint32(len(dst)-start))
 	return dst, nil
+}
+
+// appendQueues writes QUEUES: the count, then a record per queue. Queues arrive sorted, so
+// topics and brokers repeat in runs that share their strings: the map is consulted only when a
+// run's strings change (by pointer: a run of equal but separate strings only costs lookups), and
+// with e.order the canonical order is checked on the way, by queue id within a run.
+func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
+	dst = le.AppendUint32(dst, uint32(len(qs)))
+	n := len(dst)
+	dst = slices.Grow(dst, 12*len(qs))[:n+12*len(qs)]
+	out := dst[n:]
+	var topic, broker *byte
+	var topicLen, brokerLen int
+	var names uint64 // topic id | broker id << 32 of the current run
+	lastID := int32(math.MinInt32)
+	unsorted := false
+	for i := range qs {
+		q := &qs[i]
+		if unsafe.StringData(q.Topic) != topic || len(q.Topic) != topicLen ||
+			unsafe.StringData(q.BrokerName) != broker || len(q.BrokerName) != brokerLen || i == 0 {
+			names = uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
+			if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
+				unsorted = true
+			}
+			topic, topicLen = unsafe.StringData(q.Topic), len(q.Topic)
+			broker, brokerLen = unsafe.StringData(q.BrokerName), len(q.BrokerName)
+		} else if q.QueueID < lastID {
+			unsorted = true
+		}
+		lastID = q.QueueID
+		le.PutUint64(out[:8], names)
+		le.PutUint32(out[8:12], uint32(q.QueueID))
+		out = out[12:]
+	}
+	if e.order && unsorted {
+		e.unsorted = true
+	}
+	return dst
 }
 
 // sameString is a == b, answering without comparing bytes when both share their storage, as the

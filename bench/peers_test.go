@@ -217,6 +217,29 @@ func BenchmarkPeers(b *testing.B) {
 					}
 				}
 			})
+			// A rebalance as the daemon asks for one: the group's inputs changed since the last
+			// call (the daemon never calls a plugin twice on the same inputs), here a 65th
+			// consumer joining and leaving by turns. For hash this is the figure that counts:
+			// its memo of MD5 hashes (hash.Memo) serves the unchanged queues and consumers only.
+			b.Run("wasm-rebalance", func(b *testing.B) {
+				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(ctx)
+				joined := wholeGroupRequest()
+				joined.Consumers = append(joined.Consumers, "10.0.0.200@9999")
+				abi.Canonicalize(joined)
+				reqs := []*abi.Request{req, joined}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := p.Allocate(ctx, reqs[i%2]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
 		})
 	}
 }

@@ -762,3 +762,33 @@ func TestMemoGivesNewRingsAnswers(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWholeGroupMemo is the 1,024 x 64 group's ring and owners from scratch, with a Memo on
+// the same request again, and with a Memo while a 65th consumer joins and leaves by turns (a
+// rebalance as the daemon asks for one).
+func BenchmarkWholeGroupMemo(b *testing.B) {
+	var cids [2][]string
+	for i := range 65 {
+		cids[1] = append(cids[1], fmt.Sprintf("10.0.0.%d@%d", i+1, 4000+i))
+	}
+	cids[0] = cids[1][:64]
+	slices.Sort(cids[1])
+	brokers := []string{"broker-0", "broker-1", "broker-2", "broker-3"}
+	queue := func(i int) (string, string, int32) { return "TopicTest", brokers[i/256], int32(i % 256) }
+	owners := make([]int32, 1024)
+	run := func(b *testing.B, m *Memo, turns int) {
+		i := 0
+		for b.Loop() {
+			ids := cids[i%turns]
+			r, err := buildRing(len(ids), func(j int) string { return ids[j] }, DefaultVirtualNodes, m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.AssignOwners(owners, queue)
+			i++
+		}
+	}
+	b.Run("fresh", func(b *testing.B) { run(b, nil, 1) })
+	b.Run("memo-same", func(b *testing.B) { run(b, &Memo{}, 1) })
+	b.Run("memo-rebalance", func(b *testing.B) { run(b, &Memo{}, 2) })
+}
