@@ -109,16 +109,20 @@ func resolveOwners(r *Request, resp *Response) error {
 		first = firstIndices(r.Consumers, sorted)
 	}
 	counts := make([]int, nc+1)
+	after := counts[1:] // after[o] counts owner o's queues
 	for q, o := range resp.Owners {
-		switch {
-		case o == NoOwner:
-			continue
-		case o < 0 || int(o) >= nc:
+		if uint32(o) < uint32(len(after)) {
+			after[o]++
+		} else if o != NoOwner {
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
-		case first != nil && first[o] != o:
-			return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
 		}
-		counts[o+1]++
+	}
+	if first != nil {
+		for q, o := range resp.Owners {
+			if o >= 0 && first[o] != o {
+				return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
+			}
+		}
 	}
 	for o := range nc {
 		counts[o+1] += counts[o]

@@ -2,7 +2,6 @@ package abi
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
 	"strings"
 	"unsafe"
@@ -191,28 +190,33 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, 12*len(qs))[:n+12*len(qs)]
 	out := dst[n:]
-	var topic, broker *byte
-	var topicLen, brokerLen int
-	var names uint64 // topic id | broker id << 32 of the current run
-	lastID := int32(math.MinInt32)
 	unsorted := false
-	for i := range qs {
+	for i := 0; i < len(qs); {
+		// A run: the queues from i on that share the strings of queue i.
 		q := &qs[i]
-		if unsafe.StringData(q.Topic) != topic || len(q.Topic) != topicLen ||
-			unsafe.StringData(q.BrokerName) != broker || len(q.BrokerName) != brokerLen || i == 0 {
-			names = uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
-			if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
-				unsorted = true
-			}
-			topic, topicLen = unsafe.StringData(q.Topic), len(q.Topic)
-			broker, brokerLen = unsafe.StringData(q.BrokerName), len(q.BrokerName)
-		} else if q.QueueID < lastID {
+		names := uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
+		if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
 			unsorted = true
 		}
-		lastID = q.QueueID
-		le.PutUint64(out[:8], names)
-		le.PutUint32(out[8:12], uint32(q.QueueID))
-		out = out[12:]
+		topic, topicLen := unsafe.StringData(q.Topic), len(q.Topic)
+		broker, brokerLen := unsafe.StringData(q.BrokerName), len(q.BrokerName)
+		prev := q.QueueID
+		j := i
+		for ; j < len(qs); j++ {
+			p := &qs[j]
+			if unsafe.StringData(p.Topic) != topic || len(p.Topic) != topicLen ||
+				unsafe.StringData(p.BrokerName) != broker || len(p.BrokerName) != brokerLen {
+				break
+			}
+			if p.QueueID < prev {
+				unsorted = true
+			}
+			prev = p.QueueID
+			rec := out[12*j : 12*j+12 : 12*j+12]
+			le.PutUint64(rec, names)
+			le.PutUint32(rec[8:], uint32(p.QueueID))
+		}
+		i = j
 	}
 	if e.order && unsorted {
 		e.unsorted = true
