@@ -5,9 +5,9 @@ BUILD   := build
 PLUGINS := $(sort $(patsubst plugins/%/,%,$(dir $(wildcard plugins/*/wasm/main.go plugins/*/main.go))))
 PLUGINS := $(sort $(foreach p,$(PLUGINS),$(firstword $(subst /, ,$(p)))))
 
-.PHONY: all plugins allocd test test-short bench fuzz clean
+.PHONY: all plugins embed allocd examples examples-if-possible test test-short bench fuzz clean
 
-all: allocd plugins
+all: allocd plugins examples-if-possible
 
 plugins: $(PLUGINS:%=$(BUILD)/plugins/%.wasm)
 
@@ -17,13 +17,35 @@ $(BUILD)/plugins/%.wasm: FORCE
 	echo "plugin $* <- $$src"; \
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $@ $$src
 
-allocd:
+# The binary embeds the built-in plugins (internal/builtin): they are copied there first.
+EMBED := internal/builtin/wasm
+embed: plugins
+	@rm -f $(EMBED)/*.wasm
+	cp $(PLUGINS:%=$(BUILD)/plugins/%.wasm) $(EMBED)/
+
+allocd: embed
 	@mkdir -p $(BUILD)
 	$(GO) build -trimpath -o $(BUILD)/allocd ./cmd/allocd
 
+# Plugins in other languages, each built by its own Makefile (examples/NAME/README.md says what
+# it needs installed) to build/examples/NAME.wasm. `make` builds them when the toolchain is there;
+# `make examples` and `make test` require it.
+EXAMPLES := weighted-c
+CC_WASM  ?= clang
+examples: $(EXAMPLES:%=$(BUILD)/examples/%.wasm)
+
+$(BUILD)/examples/%.wasm: FORCE
+	@mkdir -p $(dir $@)
+	@$(MAKE) --no-print-directory -C examples/$* OUT=$(abspath $@) CC_WASM=$(CC_WASM)
+
+examples-if-possible:
+	@if echo 'int f(void){return 0;}' | $(CC_WASM) --target=wasm32-wasi -nostartfiles -Wl,--no-entry -o /dev/null -x c - 2>/dev/null; then \
+		$(MAKE) --no-print-directory examples; \
+	else echo "note: examples/weighted-c not built: it needs clang, lld and wasi-libc (see its README); make test needs them"; fi
+
 # The whole suite, with the race detector; end-to-end tests use the binary and plugins built here.
-test: allocd plugins
-	ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) \
+test: allocd plugins examples
+	ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) ALLOCD_EXAMPLES=$(abspath $(BUILD)/examples) \
 		$(GO) test -race -count=1 -timeout 45m ./...
 	# bench/ is a module of its own (peers: rocketmq-client-go, extism go-sdk): its tests hold the
 	# built-in plugins to the peers' answers.
@@ -43,6 +65,6 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(EMBED)/*.wasm
 
 FORCE:

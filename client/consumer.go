@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +50,16 @@ type ConsumerOptions struct {
 	OnError func(error)
 	// OnHeartbeat, if set, is told of every heartbeat's round trip and result, for metrics.
 	OnHeartbeat func(took time.Duration, err error)
+	// OnRevoked, if set, is called with the queues of topic that generation takes away from
+	// the consumer, before the consumer confirms that generation to the daemon: return once
+	// work on them has stopped (in-flight messages finished, offsets committed). Under the
+	// group's cooperative handoff their new owner gets them only after that confirmation,
+	// which the consumer sends at once in a heartbeat of its own. It is also called with every
+	// queue when the daemon refuses the member (409: removed for not confirming within the
+	// group's revokeTimeout, or fenced). It runs on the goroutine that delivers Assignments,
+	// which wait meanwhile. Without it, a generation counts as applied once Assignments has
+	// delivered it (or, if Assignments is never called, once it has arrived).
+	OnRevoked func(topic string, generation int64, queues []Queue)
 }
 
 // Assignment is a consumer's queues of one topic in one generation.
@@ -104,9 +115,10 @@ type topicState struct {
 	have      bool // a generation has been received
 	gen       int64
 	queues    []Queue
-	recvSeq   uint64 // c.seq when gen was received
-	resetSeq  uint64 // c.seq when the daemon was last seen to go back: older answers are stale
-	delivered int64  // the generation last received from Assignments
+	recvSeq   uint64  // c.seq when gen was received
+	resetSeq  uint64  // c.seq when the daemon was last seen to go back: older answers are stale
+	delivered int64   // the generation last received from Assignments
+	held      []Queue // the queues of the generation last delivered, less those revoked since
 }
 
 type pendingAssignment struct {
@@ -263,7 +275,7 @@ func (c *Consumer) Current(topic string) (Assignment, bool) {
 
 // beat sends one heartbeat and applies its answer.
 func (c *Consumer) beat(ctx context.Context) error {
-	hb := Heartbeat{CID: c.cid, Topics: c.topics, InstanceID: c.opts.InstanceID, Labels: c.opts.Labels}
+	hb := Heartbeat{CID: c.cid, Topics: c.topics, InstanceID: c.opts.InstanceID, Labels: c.opts.Labels, Confirms: true}
 	c.mu.Lock()
 	hb.Generations = c.appliedLocked()
 	c.seq++
@@ -278,6 +290,11 @@ func (c *Consumer) beat(ctx context.Context) error {
 		c.report(ctx, err)
 		return err
 	}
+	if a.Lost {
+		// A session this consumer had ended (it expired, or the daemon removed it): whatever
+		// it was told is no longer its own.
+		c.lost()
+	}
 	c.apply(a, sent)
 	c.mu.Lock()
 	close(c.beaten)
@@ -291,7 +308,7 @@ func (c *Consumer) appliedLocked() map[string]int64 {
 	for t, st := range c.state {
 		switch {
 		case !st.have:
-		case c.chanUsed:
+		case c.chanUsed || c.opts.OnRevoked != nil:
 			if st.delivered > 0 {
 				gens[t] = st.delivered
 			}
@@ -374,20 +391,77 @@ func (c *Consumer) dispatch() {
 		}
 		head := c.pending[0]
 		a, ver := head.a, head.ver
+		send := c.chanUsed || c.opts.OnRevoked == nil
+		var revoked []Queue
+		if st := c.state[a.Topic]; st != nil {
+			revoked = without(st.held, a.Queues)
+		}
 		c.mu.Unlock()
-		select {
-		case c.out <- a:
+		if len(revoked) > 0 && c.opts.OnRevoked != nil {
+			c.opts.OnRevoked(a.Topic, a.Generation, slices.Clone(revoked))
 			c.mu.Lock()
-			if i := slices.Index(c.pending, head); i >= 0 && head.ver == ver {
-				c.pending = slices.Delete(c.pending, i, i+1)
-			}
 			if st := c.state[a.Topic]; st != nil {
-				st.delivered = a.Generation
+				st.held = without(st.held, revoked)
 			}
 			c.mu.Unlock()
-		case <-c.notify: // the head may have been replaced by a newer one
-		case <-c.ctx.Done():
-			return
+		}
+		if send {
+			select {
+			case c.out <- a:
+			case <-c.notify: // the head may have been replaced by a newer one
+				continue
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		c.mu.Lock()
+		if i := slices.Index(c.pending, head); i >= 0 && head.ver == ver {
+			c.pending = slices.Delete(c.pending, i, i+1)
+		}
+		if st := c.state[a.Topic]; st != nil {
+			st.delivered, st.held = a.Generation, a.Queues
+		}
+		c.mu.Unlock()
+		if len(revoked) > 0 {
+			// Confirm at once: under cooperative handoff the new owner waits for it.
+			select {
+			case c.beatNow <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// without returns the queues of a that are not in b.
+func without(a, b []Queue) []Queue {
+	var out []Queue
+	for _, q := range a {
+		if !slices.Contains(b, q) {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// lost drops every queue after the daemon refused the member: it is not part of the group,
+// whatever it was told. The reader gets an empty assignment of each topic that had queues.
+func (c *Consumer) lost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	added := false
+	for _, topic := range c.topics {
+		st := c.state[topic]
+		if len(st.queues) == 0 && len(st.held) == 0 {
+			continue
+		}
+		st.queues = []Queue{}
+		c.enqueueLocked(Assignment{Topic: topic, Generation: st.gen, Queues: []Queue{}})
+		added = true
+	}
+	if added {
+		select {
+		case c.notify <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -416,6 +490,9 @@ func (c *Consumer) heartbeatLoop() {
 		if err := c.beat(c.ctx); err != nil {
 			if c.ctx.Err() != nil {
 				return
+			}
+			if StatusCode(err) == http.StatusConflict {
+				c.lost()
 			}
 			failures++
 		} else {

@@ -62,6 +62,9 @@ type Heartbeat struct {
 	Labels     map[string]string `json:"labels,omitempty"`
 	// Generations are the generations the member has applied, per topic.
 	Generations map[string]int64 `json:"generations,omitempty"`
+	// Confirms says a generation is reported in Generations only once work on the queues it
+	// took away has stopped: cooperative handoff then waits for the member's confirmation.
+	Confirms bool `json:"confirms,omitempty"`
 }
 
 // MemberAssignment is a member's view of its group, the answer to a heartbeat or long-poll:
@@ -69,6 +72,9 @@ type Heartbeat struct {
 type MemberAssignment struct {
 	Generations map[string]int64   `json:"generations"`
 	Queues      map[string][]Queue `json:"assignment"`
+	// Lost: the daemon had ended the member's previous session (expired, or removed for not
+	// confirming a revocation); what it was told before is no longer its own.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // PluginStatus is one strategy plugin as the daemon's registry reports it.

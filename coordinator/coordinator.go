@@ -68,6 +68,10 @@ type Options struct {
 	MaxRetry time.Duration
 	// CheckStrategy, if set, refuses a binding to a strategy that is not a loaded plugin.
 	CheckStrategy func(name string) error
+	// HistoryLimit and HistoryMaxAge bound the generation history kept per (group, topic)
+	// (DefaultHistoryLimit, DefaultHistoryMaxAge; negative: no bound).
+	HistoryLimit  int
+	HistoryMaxAge time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -91,6 +95,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxRetry <= 0 {
 		o.MaxRetry = DefaultMaxRetry
+	}
+	if o.HistoryLimit == 0 {
+		o.HistoryLimit = DefaultHistoryLimit
+	}
+	if o.HistoryMaxAge == 0 {
+		o.HistoryMaxAge = DefaultHistoryMaxAge
 	}
 	return o
 }
@@ -123,14 +133,17 @@ type group struct {
 	members map[string]*member // by client id
 	keys    map[string]*member // by key: instance id, or client id
 	fenced  map[string]fence   // client ids replaced by a restarted static member
-	topics  map[string]*topicState
+	// departed says why member keys left, for the history's triggers (history.go).
+	departed map[string]departure
+	topics   map[string]*topicState
 	// changed is closed and replaced whenever one of the group's generations changes.
 	changed chan struct{}
 }
 
 type fence struct {
-	by string
-	at time.Time
+	by     string
+	at     time.Time
+	reason string // why, when not replaced by another member
 }
 
 type member struct {
@@ -141,6 +154,7 @@ type member struct {
 	hasWeight          bool
 	lastSeen           time.Time
 	applied            map[string]int64
+	confirms           bool // it confirms revocations (handoff.go)
 }
 
 // topicState is one (group, topic): its generation and what is pending for it.
@@ -159,6 +173,7 @@ type topicState struct {
 	retryAt                time.Time
 	lastErr                string
 	lastErrAt              time.Time
+	ho                     handoffState // handoff.go
 }
 
 // New loads the model from the store. If the store held generations, the restart grace starts
@@ -211,6 +226,7 @@ func New(opts Options) (*Coordinator, error) {
 		if st.gen.CIDs == nil {
 			st.gen.CIDs = map[string]string{}
 		}
+		st.ho.load(st.gen)
 		st.markDirty(now)
 		c.m.generation.WithLabelValues(gen.Group, gen.Topic).Set(float64(gen.Number))
 		loaded++
@@ -436,6 +452,7 @@ func (c *Coordinator) DeleteGroup(name string) error {
 		return storage(err, "deleting group %q", name)
 	}
 	delete(c.groups, name)
+	c.deleteHistory(name)
 	g.notify()
 	c.m.forgetGroup(name, g)
 	c.log.Info().Str("group", name).Msg("group deleted")

@@ -88,6 +88,8 @@ type env struct {
 	store store.Store
 	dir   string
 	opts  coordinator.Options
+	// handoff is the mode of the groups that group and orderly declare (the default when "").
+	handoff coordinator.HandoffMode
 }
 
 const session = 10 * time.Second
@@ -151,7 +153,7 @@ func (e *env) topic(name string, queues int) {
 
 func (e *env) group(name, strategy string) {
 	e.t.Helper()
-	if _, _, err := e.c.PutGroup(name, coordinator.Binding{Strategy: strategy}); err != nil {
+	if _, _, err := e.c.PutGroup(name, coordinator.Binding{Strategy: strategy, Handoff: e.handoff}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -491,6 +493,7 @@ func TestPreviewChangesNothing(t *testing.T) {
 
 func TestRebindAndReload(t *testing.T) {
 	e := newEnv(t)
+	e.handoff = coordinator.HandoffEager // the members confirm nothing: see handoff_test.go
 	e.topic("T", 4)
 	e.group("g", "averagely")
 	e.hb("g", "c1", "T")

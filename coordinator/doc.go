@@ -51,6 +51,15 @@
 // the state it saw is durable (group-committed), so a restart grants nothing that overlaps an
 // earlier lease and tokens keep growing. See locks.go.
 //
+// # Handoff and history
+//
+// Under cooperative handoff (the default binding), a generation's Assignment, what members are
+// told, is the strategy's answer (Target) less the queues another live member that confirms
+// revocations may still hold; those wait in Handoffs and are published in a generation of their
+// own when the previous owner confirms, leaves, expires, or is removed at its revoke timeout.
+// Every published generation goes into the history with its trigger and its moves, in the
+// store transaction that stores the generation. See handoff.go and history.go.
+//
 // # Time and concurrency
 //
 // Time comes from a Clock and work happens in Tick, which the daemon calls from Run and tests

@@ -15,7 +15,7 @@ import (
 
 func (e *env) orderly(name, strategy string, delivery coordinator.Delivery, config map[string]string) {
 	e.t.Helper()
-	if _, _, err := e.c.PutGroup(name, coordinator.Binding{Strategy: strategy, Delivery: delivery, Orderly: true, Config: config}); err != nil {
+	if _, _, err := e.c.PutGroup(name, coordinator.Binding{Strategy: strategy, Delivery: delivery, Orderly: true, Config: config, Handoff: e.handoff}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -55,6 +55,7 @@ func (e *env) valid(l lock.Lock, token uint64) bool {
 
 func TestQueueLocksFollowGenerations(t *testing.T) {
 	e := newEnv(t)
+	e.handoff = coordinator.HandoffEager // the lock alone keeps c2 out: see handoff_test.go for both
 	e.topic("T", 4)
 	e.orderly("g", "averagely", coordinator.QueueDelivery, nil)
 	e.hb("g", "c1", "T")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
 )
 
 // Assignment is one member's view of its group: per topic, the generation in force and the
@@ -14,6 +15,10 @@ import (
 type Assignment struct {
 	Generations map[string]int64       `json:"generations"`
 	Queues      map[string][]abi.Queue `json:"assignment"`
+	// Lost: this heartbeat started a new session for a member whose previous one the daemon
+	// ended (it expired, or was removed for not confirming a revocation): whatever it was told
+	// before is no longer its own, and it must let go of every queue it held.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Newer reports whether some topic's generation is newer than after.
@@ -51,6 +56,9 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 	}
 	now := c.clock.Now()
 	if f, ok := g.fenced[hb.CID]; ok {
+		if now.Sub(f.at) < c.opts.SessionTimeout && f.reason != "" {
+			return Assignment{}, conflict("client id %q was removed from group %q: %s; it may join again after %s", hb.CID, groupName, f.reason, f.at.Add(c.opts.SessionTimeout).UTC().Format(time.RFC3339))
+		}
 		if now.Sub(f.at) < c.opts.SessionTimeout {
 			return Assignment{}, conflict("client id %q was replaced by %q, which holds instance id %q", hb.CID, f.by, hb.InstanceID)
 		}
@@ -59,9 +67,10 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 	m := g.members[hb.CID]
 	if m != nil && m.instance != hb.InstanceID {
 		// The same client id under another instance id: a different member now.
-		c.removeMember(g, m, now)
+		c.depart(g, m, model.ReleaseLeft, now)
 		m = nil
 	}
+	lost := m == nil && g.lostSession(hb)
 	if m == nil {
 		var err error
 		if m, err = c.join(g, hb, topics, now); err != nil {
@@ -71,11 +80,15 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		c.update(g, m, topics, hb.Labels, now)
 	}
 	m.lastSeen = now
+	m.confirms = m.confirms || hb.Confirms || len(hb.Generations) > 0
 	if len(hb.Generations) > 0 || len(m.applied) > 0 {
 		m.applied = maps.Clone(hb.Generations)
+		c.confirmApplied(g, m)
 	}
 	c.scaleHeartbeat(g, m, &hb, now)
-	return c.view(g, m.key, m.topics), nil
+	a := c.view(g, m.key, m.topics)
+	a.Lost = lost
+	return a, nil
 }
 
 func newMember(hb Heartbeat, topics []string, now time.Time) *member {
@@ -125,6 +138,7 @@ func (c *Coordinator) join(g *group, hb Heartbeat, topics []string, now time.Tim
 	}
 	g.members[m.cid] = m
 	g.keys[m.key] = m
+	delete(g.departed, m.key)
 	// After a restart the persisted generation may already hold this key under another client
 	// id (a static member that came back with a new one).
 	c.renameKey(g, m.key, m.cid)
@@ -176,7 +190,7 @@ func (c *Coordinator) Leave(groupName, cid string) (bool, error) {
 	if m == nil {
 		return false, nil
 	}
-	c.removeMember(g, m, c.clock.Now())
+	c.depart(g, m, model.ReleaseLeft, c.clock.Now())
 	c.log.Debug().Str("group", groupName).Str("cid", cid).Msg("member left")
 	return true, nil
 }
@@ -186,6 +200,7 @@ func (c *Coordinator) removeMember(g *group, m *member, now time.Time) {
 	c.locksMemberGone(g.cfg.Name, m.cid, now)
 	if g.keys[m.key] == m {
 		delete(g.keys, m.key)
+		c.dropHolds(g, m.key, g.departReason(m.key))
 	}
 	c.touch(g, now, m.topics...)
 	c.m.members.WithLabelValues(g.cfg.Name).Set(float64(len(g.members)))
@@ -244,7 +259,7 @@ func (c *Coordinator) expire(now time.Time) {
 	for _, g := range c.groups {
 		for _, m := range g.members {
 			if now.Sub(m.lastSeen) >= c.opts.SessionTimeout {
-				c.removeMember(g, m, now)
+				c.depart(g, m, model.ReleaseExpired, now)
 				c.m.expired.WithLabelValues(g.cfg.Name).Inc()
 				c.log.Info().Str("group", g.cfg.Name).Str("cid", m.cid).Time("lastHeartbeat", m.lastSeen).
 					Msg("member expired: no heartbeat within the session timeout")

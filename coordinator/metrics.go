@@ -18,6 +18,9 @@ type metrics struct {
 	calls       *prometheus.CounterVec // plugin
 	callErrors  *prometheus.CounterVec // plugin
 	callSeconds *prometheus.HistogramVec
+	// moved and revokeTimeouts are the history's and the handoff's (history.go, handoff.go).
+	moved          *prometheus.HistogramVec // group: queues whose owner changed, per published generation
+	revokeTimeouts *prometheus.CounterVec   // group: members removed for not confirming a revocation
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,9 +53,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "allocd_allocate_seconds", Help: "Latency of allocation calls to a strategy plugin.",
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10), // 10 us .. 2.6 s
 		}, []string{"plugin"}),
+		moved: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "allocd_rebalance_moved_queues", Help: "Queues whose owner changed (to or from nobody included) in each published generation of a group.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096},
+		}, []string{"group"}),
+		revokeTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "allocd_handoff_revoke_timeouts_total", Help: "Members removed from a group because they did not confirm a revocation within the revoke timeout.",
+		}, []string{"group"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.members, m.generation, m.generations, m.rebalances, m.failures, m.expired, m.calls, m.callErrors, m.callSeconds} {
+		for _, c := range []prometheus.Collector{m.members, m.generation, m.generations, m.rebalances, m.failures, m.expired, m.calls, m.callErrors, m.callSeconds, m.moved, m.revokeTimeouts} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -74,7 +84,8 @@ func (m *metrics) forgetGroup(name string, g *group) {
 	for _, v := range []*prometheus.GaugeVec{m.members} {
 		v.DeleteLabelValues(name)
 	}
-	for _, v := range []*prometheus.CounterVec{m.generations, m.rebalances, m.failures, m.expired} {
+	m.moved.DeleteLabelValues(name)
+	for _, v := range []*prometheus.CounterVec{m.generations, m.rebalances, m.failures, m.expired, m.revokeTimeouts} {
 		v.DeleteLabelValues(name)
 	}
 	for topic := range g.topics {

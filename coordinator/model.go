@@ -183,6 +183,9 @@ func normalizeBinding(b Binding) (Binding, error) {
 	if err := checkOrderly(b); err != nil {
 		return b, err
 	}
+	if err := checkHandoff(&b); err != nil {
+		return b, err
+	}
 	if b.Config == nil {
 		b.Config = map[string]string{}
 	} else {
@@ -213,7 +216,7 @@ func usesPlugin(b Binding) bool { return b.Model == Clustering && b.Delivery == 
 
 func equalBinding(a, b Binding) bool {
 	return a.Strategy == b.Strategy && a.Model == b.Model && a.Delivery == b.Delivery && a.Orderly == b.Orderly &&
-		maps.Equal(a.Config, b.Config)
+		handoffMode(a) == handoffMode(b) && a.RevokeTimeout == b.RevokeTimeout && maps.Equal(a.Config, b.Config)
 }
 
 // Heartbeat is what a member reports about itself.
@@ -227,6 +230,10 @@ type Heartbeat struct {
 	// Offsets are, per auto-scaled topic, the offsets of the queues the member owns: they tell
 	// the auto-scaler when a queue to remove is drained (autoscale.go).
 	Offsets map[string][]QueueOffset `json:"offsets,omitempty"`
+	// Confirms says the member reports a generation in Generations only once it has stopped
+	// work on the queues the generation took away: cooperative handoff waits for it. A member
+	// that never says so nor reports a generation is handed off eagerly (handoff.go).
+	Confirms bool `json:"confirms,omitempty"`
 }
 
 // Check validates a heartbeat, naming the first bad value.

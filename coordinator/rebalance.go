@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
 	"github.com/allocd/allocd/store"
 )
 
@@ -31,6 +32,7 @@ type job struct {
 	queues  []abi.Queue
 	cids    map[string]string // member key -> client id at snapshot time
 	base    string            // fingerprint of the inputs, without the plugin version
+	basis   *basis            // the inputs, for the history's trigger
 	req     *abi.Request      // nil when no plugin is needed
 
 	result  map[string][]abi.Queue
@@ -76,6 +78,7 @@ func (c *Coordinator) Tick(ctx context.Context) time.Time {
 	c.mu.Lock()
 	now := c.clock.Now()
 	c.expire(now)
+	c.revokeTimeouts(now)
 	c.scaleTick(now)
 	jobs := c.dueJobs(now)
 	c.mu.Unlock()
@@ -139,6 +142,7 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 		j.cids[m.key] = m.cid
 	}
 	j.base = inputsBase(b, j.queues, ms)
+	j.basis = newBasis(b, j.queues, ms)
 	switch {
 	case !usesPlugin(b):
 		j.result = make(map[string][]abi.Queue, len(keys))
@@ -173,7 +177,7 @@ func prevOwners(gen *store.Generation, queues []abi.Queue) []string {
 		return nil
 	}
 	owner := make(map[abi.Queue]string)
-	for key, qs := range gen.Assignment {
+	for key, qs := range target(gen) {
 		for _, q := range qs {
 			owner[q] = key
 		}
@@ -245,6 +249,8 @@ type pending struct {
 	g       *group
 	gen     *store.Generation
 	publish bool // a new number: wake long-polls
+	// released are the held-back queues a handoff generation hands over (handoff.go).
+	released []model.Release
 }
 
 // install stores and publishes the results of jobs, in one store transaction.
@@ -276,6 +282,8 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 		if j.req != nil {
 			gen.Plugin, gen.PluginVersion = j.binding.Strategy, version
 		}
+		j.basis.version = gen.PluginVersion
+		c.cooperate(j.g, j.st, gen, j.binding, now)
 		old := j.st.gen
 		switch {
 		case old == nil || !equalAssignment(old.Assignment, gen.Assignment):
@@ -283,7 +291,7 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 			if old != nil {
 				gen.Number = old.Number + 1
 			}
-			batch = append(batch, pending{j: j, st: j.st, g: j.g, gen: gen, publish: true})
+			batch = append(batch, pending{j: j, st: j.st, g: j.g, gen: gen, publish: true, released: c.releases(j.g, j.st, gen, now)})
 		case old.Inputs != gen.Inputs || old.PluginVersion != gen.PluginVersion || j.st.persist:
 			// Same queues from new inputs (a label the strategy ignores, a reload that
 			// answers alike): keep the number, remember the inputs.
@@ -303,14 +311,11 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 			}
 		}
 	}
+	batch = append(batch, c.handoffs(batch, now)...)
 	if len(batch) == 0 {
 		return
 	}
-	gens := make([]store.Generation, len(batch))
-	for i, p := range batch {
-		gens[i] = *p.gen
-	}
-	if err := c.store.PutGenerations(gens...); err != nil {
+	if err := c.storeGenerations(batch, now); err != nil {
 		err = fmt.Errorf("storing generations: %w", err)
 		for _, p := range batch {
 			if p.j != nil {
@@ -323,7 +328,19 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 	for _, p := range batch {
 		p.st.gen = p.gen
 		p.st.persist = false
+		if p.publish {
+			c.publishedHoldings(p.g, p.st, p.gen, now)
+		}
+		if p.j != nil {
+			p.st.ho.basis = p.j.basis
+		}
 		if p.j == nil {
+			if p.publish {
+				c.m.generations.WithLabelValues(p.g.cfg.Name).Inc()
+				c.m.generation.WithLabelValues(p.g.cfg.Name, p.st.name).Set(float64(p.gen.Number))
+				c.log.Info().Str("group", p.g.cfg.Name).Str("topic", p.st.name).Int64("generation", p.gen.Number).
+					Int("handedOver", len(p.released)).Int("stillHeld", len(p.gen.Handoffs)).Msg("handoff generation published")
+			}
 			continue
 		}
 		c.settled(p.j, p.gen)
@@ -386,6 +403,9 @@ func (c *Coordinator) nextDeadline(now time.Time) time.Time {
 			consider(m.lastSeen.Add(c.opts.SessionTimeout))
 		}
 		for _, st := range g.topics {
+			if d := st.handoffDeadline(); !d.IsZero() {
+				consider(d)
+			}
 			switch {
 			case !st.dirty || st.computing:
 			case c.held(g, st, now):

@@ -38,7 +38,7 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 	for _, m := range g.members {
 		ms := MemberStatus{
 			CID: m.cid, InstanceID: m.instance, Topics: slices.Clone(m.topics), Labels: maps.Clone(m.labels),
-			LastHeartbeat: m.lastSeen.UTC(), Generations: maps.Clone(m.applied),
+			LastHeartbeat: m.lastSeen.UTC(), Generations: maps.Clone(m.applied), Confirms: m.confirms,
 		}
 		if ms.Topics == nil {
 			ms.Topics = []string{}
@@ -62,6 +62,7 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 			at := st.gen.At
 			ts.PublishedAt = &at
 			ts.Assignment = byCID(st.gen.Assignment, st.gen.CIDs)
+			ts.Handoffs = handoffsByCID(st.gen)
 		}
 		s.Topics[name] = ts
 	}

@@ -13,7 +13,8 @@
 // in cidAll gets nothing; every queue is given to someone unless the plugin declares "partial";
 // the same request gets the same answer again, on other instances, concurrently, in any order, and
 // whether a consumer is asked about alone or with the whole group; per-member counts differ by at
-// most one when the plugin promises "balanced"; and when one consumer joins or leaves, no queue
+// most one when the plugin promises "balanced" (each is its weighted share rounded down or up when
+// it also promises "weighted", PropWeighted); and when one consumer joins or leaves, no queue
 // moves between two consumers present before and after when the plugin promises "sticky" (beyond
 // what the new per-member counts force). Queue movement, latency and memory growth are reported
 // as figures. Options.Reference compares every answer with another plugin, Options.Vectors with
@@ -33,6 +34,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,8 +180,10 @@ type CheckResult struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Detail string `json:"detail"`
-	// Failures counts the failing scenarios, calls or vectors.
+	// Failures counts the failing answers (scenarios, rounds or vectors); Of, for a check
+	// counted that way, how many were checked.
 	Failures int `json:"failures,omitempty"`
+	Of       int `json:"of,omitempty"`
 }
 
 // Failure is one failed check with the smallest scenario that still shows it.
@@ -302,6 +306,9 @@ type runner struct {
 	// figures of the checks
 	answers, outsiders, coverageScenarios, queues, unassigned int
 	balanceScenarios, maxSpread                               int
+	weightedScenarios                                         int
+	maxWeightOff                                              float64
+	detScenarios                                              int
 	detCalls, refCompared                                     int
 	stickyRounds                                              int
 	vectorsDetail                                             string
@@ -464,7 +471,7 @@ func (r *runner) run() (*Report, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, err
 	}
-	r.detCalls = len(jobs)
+	r.detCalls, r.detScenarios = len(jobs), len(keep)
 
 	// Phase 3: recorded vectors.
 	if r.opts.Vectors != "" && !r.quick {
@@ -555,6 +562,8 @@ type outcome struct {
 	outsider, covered  bool
 	unassigned, spread int
 	refCompared        bool
+	weights            bool    // some consumer carries a weight
+	weightOff          float64 // the largest distance from a weighted share, when weights
 }
 
 type problem struct{ check, reason string }
@@ -670,7 +679,20 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		}
 	}
 	o.spread = count[hi] - count[lo]
-	if o.spread > 1 && r.info.Has(abi.PropBalanced) {
+	assigned := len(owners) - o.unassigned
+	worst, off, within := weightedOff(req, count, assigned)
+	if o.weights = hasWeights(req); o.weights {
+		o.weightOff = off
+	}
+	switch {
+	case r.weightedPromise():
+		if !within {
+			w, total := weightedShares(req)
+			o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
+				"consumer %q (weight %d of %d) has %s where its weighted share is %.2f, and the plugin promises %q and %q",
+				worst, w[worst], total, plural(count[worst], "queue"), share(req, worst, assigned), abi.PropBalanced, PropWeighted)})
+		}
+	case o.spread > 1 && r.info.Has(abi.PropBalanced):
 		o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
 			"consumer %q has %s and %q has %d: max-min is %d, and the plugin promises %q",
 			hi, plural(count[hi], "queue"), lo, count[lo], o.spread, abi.PropBalanced)})
@@ -703,6 +725,10 @@ func (r *runner) record(o *outcome, where string, sc *Scenario) {
 		r.unassigned += o.unassigned
 		r.balanceScenarios++
 		r.maxSpread = max(r.maxSpread, o.spread)
+		if o.weights {
+			r.weightedScenarios++
+			r.maxWeightOff = max(r.maxWeightOff, o.weightOff)
+		}
 	}
 	if o.refCompared {
 		r.refCompared++
@@ -861,36 +887,70 @@ func diffAnswers(req *abi.Request, a, b *abi.Response, an, bn string) string {
 	return fmt.Sprintf("%d of %d consumers get a different answer from the %s; first %s", n, len(a.Results), bn, first)
 }
 
-// verdicts turns the figures and failures into one result per check.
+// weightedPromise reports whether the plugin promises balance by weight.
+func (r *runner) weightedPromise() bool {
+	return r.info.Has(abi.PropBalanced) && r.info.Has(PropWeighted)
+}
+
+// verdicts turns the figures and failures into one result per check. A detail reads as a
+// sentence after the check's name and status: "valid ok: 45 of 45 answers pass abi.Validate",
+// "valid FAIL: 8 of 45 answers fail abi.Validate".
 func (r *runner) verdicts() []CheckResult {
 	var out []CheckResult
-	add := func(name, status, detail string) {
-		if r.counts[name] > 0 {
-			status = Fail
+	// tally is a check counted over of answers (rounds, scenarios, ...): passed reads how many
+	// passed, failed how many failed.
+	tally := func(name string, of int, passed, failed string) {
+		n := r.counts[name]
+		c := CheckResult{Name: name, Status: Pass, Detail: fmt.Sprintf("%d of %d %s", of, of, passed), Failures: n, Of: of}
+		if n > 0 {
+			c.Status, c.Detail = Fail, fmt.Sprintf("%d of %d %s", n, of, failed)
 		}
-		out = append(out, CheckResult{Name: name, Status: status, Detail: detail, Failures: r.counts[name]})
+		out = append(out, c)
 	}
-	add(CheckErrors, Pass, fmt.Sprintf("%d calls", r.calls.Load()))
-	add(CheckValid, Pass, fmt.Sprintf("%d answers pass abi.Validate (no queue given to two consumers)", r.answers))
+	other := func(name, status, detail string) {
+		c := CheckResult{Name: name, Status: status, Detail: detail, Failures: r.counts[name]}
+		if c.Failures > 0 {
+			c.Status = Fail
+		}
+		out = append(out, c)
+	}
+	tally(CheckErrors, r.answers, "answers came back with no failed call and no member's result an error",
+		"answers failed: the call failed, or a member's result is an error")
+	tally(CheckValid, r.answers, "answers pass abi.Validate (indices in range, no queue given to two consumers)",
+		"answers fail abi.Validate (indices in range, no queue given to two consumers)")
 	if r.outsiders > 0 {
-		add(CheckOutsider, Pass, fmt.Sprintf("a consumer id not in cidAll got nothing in %d scenarios", r.outsiders))
+		tally(CheckOutsider, r.outsiders, "consumer ids not in cidAll got nothing", "consumer ids not in cidAll were given queues")
 	} else {
-		add(CheckOutsider, Skip, "no scenario asked for a consumer outside cidAll")
-	}
-	assigned := "every queue"
-	if r.queues > 0 && r.unassigned > 0 {
-		assigned = fmt.Sprintf("%.1f%% of queues", 100*float64(r.queues-r.unassigned)/float64(r.queues))
+		other(CheckOutsider, Skip, "no scenario asked for a consumer outside cidAll")
 	}
 	if r.info.Has(abi.PropPartial) {
-		add(CheckCoverage, Figure, fmt.Sprintf("%s assigned over %d answers (the plugin declares %q)", assigned, r.coverageScenarios, abi.PropPartial))
+		assigned := "every queue"
+		if r.queues > 0 && r.unassigned > 0 {
+			assigned = fmt.Sprintf("%.1f%% of queues", 100*float64(r.queues-r.unassigned)/float64(r.queues))
+		}
+		other(CheckCoverage, Figure, fmt.Sprintf("%s assigned over %d whole-group answers (the plugin declares %q)", assigned, r.coverageScenarios, abi.PropPartial))
 	} else {
-		add(CheckCoverage, Pass, fmt.Sprintf("%s assigned in %d answers", assigned, r.coverageScenarios))
+		tally(CheckCoverage, r.coverageScenarios, "whole-group answers give every queue to someone", "whole-group answers leave queues to nobody")
 	}
-	add(CheckDeterminism, Pass, fmt.Sprintf("%d more calls (repeated, alone, shuffled targets) on %d goroutines in shuffled order", r.detCalls, r.opts.Concurrency))
-	if r.info.Has(abi.PropBalanced) {
-		add(CheckBalance, Pass, fmt.Sprintf("max-min <= 1 in %d answers (promised)", r.balanceScenarios))
-	} else {
-		add(CheckBalance, Figure, fmt.Sprintf("max-min up to %d over %d answers (not promised)", r.maxSpread, r.balanceScenarios))
+	tally(CheckDeterminism, r.detScenarios,
+		fmt.Sprintf("scenarios got the first answer again in %d more calls (repeated, alone, shuffled targets; %d goroutines, shuffled order)", r.detCalls, r.opts.Concurrency),
+		fmt.Sprintf("scenarios got a different answer when asked again (%d more calls: repeated, alone, shuffled targets)", r.detCalls))
+	weights := fmt.Sprintf("%d of them with weights", r.weightedScenarios)
+	switch {
+	case r.weightedPromise():
+		tally(CheckBalance, r.balanceScenarios,
+			fmt.Sprintf("whole-group answers give each member its weighted share rounded down or up (%s; promised: %q, %q)", weights, abi.PropBalanced, PropWeighted),
+			fmt.Sprintf("whole-group answers give a member more or less than its weighted share rounded up or down (%s; promised: %q, %q)", weights, abi.PropBalanced, PropWeighted))
+	case r.info.Has(abi.PropBalanced):
+		tally(CheckBalance, r.balanceScenarios,
+			fmt.Sprintf("whole-group answers have max-min <= 1 queues per member (promised: %q; weights ignored: %q not promised)", abi.PropBalanced, PropWeighted),
+			fmt.Sprintf("whole-group answers have max-min > 1 queues per member (promised: %q)", abi.PropBalanced))
+	default:
+		detail := fmt.Sprintf("max-min up to %d queues per member over %d whole-group answers", r.maxSpread, r.balanceScenarios)
+		if r.weightedScenarios > 0 {
+			detail += fmt.Sprintf("; up to %.1f queues from a member's weighted share in the %d with weights", r.maxWeightOff, r.weightedScenarios)
+		}
+		other(CheckBalance, Figure, detail+fmt.Sprintf(" (%q not promised)", abi.PropBalanced))
 	}
 	var parts []string
 	for _, ev := range []string{Join, Leave} {
@@ -902,29 +962,29 @@ func (r *runner) verdicts() []CheckResult {
 	}
 	detail := "no rounds"
 	if len(parts) > 0 {
-		detail = parts[0]
-		for _, p := range parts[1:] {
-			detail += "; " + p
-		}
+		detail = strings.Join(parts, "; ")
 	}
 	if r.info.Has(abi.PropSticky) {
-		add(CheckStability, Pass, detail+fmt.Sprintf(" (%q promised: checked in %d rounds)", abi.PropSticky, r.stickyRounds))
+		tally(CheckStability, r.stickyRounds,
+			fmt.Sprintf("join and leave rounds moved no queue between stayers beyond what the counts force (%q promised); %s", abi.PropSticky, detail),
+			fmt.Sprintf("join and leave rounds moved queues between stayers beyond what the counts force (%q promised); %s", abi.PropSticky, detail))
 	} else {
-		add(CheckStability, Figure, detail)
+		other(CheckStability, Figure, detail)
 	}
 	switch {
 	case r.ref == nil:
-		add(CheckReference, Skip, "no reference plugin")
+		other(CheckReference, Skip, "no reference plugin")
 	case r.quick:
-		add(CheckReference, Skip, "not in the quick pass")
+		other(CheckReference, Skip, "not in the quick pass")
 	default:
 		ri := r.ref.Info()
-		add(CheckReference, Pass, fmt.Sprintf("%d answers equal to %s %s", r.refCompared, ri.Name, ri.Version))
+		tally(CheckReference, r.refCompared, fmt.Sprintf("whole-group answers equal to %s %s's", ri.Name, ri.Version),
+			fmt.Sprintf("whole-group answers differ from %s %s's", ri.Name, ri.Version))
 	}
 	if r.opts.Vectors == "" || r.quick {
-		add(CheckVectors, Skip, "no vectors")
+		other(CheckVectors, Skip, "no vectors")
 	} else {
-		add(CheckVectors, Pass, r.vectorsDetail)
+		other(CheckVectors, Pass, r.vectorsDetail)
 	}
 	return out
 }

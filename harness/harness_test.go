@@ -555,7 +555,7 @@ func TestReportJSON(t *testing.T) {
 		t.Fatalf("cost %v", back.Cost)
 	}
 	out := text(rep)
-	for _, want := range []string{"CHECK", "RESULT", "reference", "FAIL", "MOVEMENT", "latency", `{"group":"g"`} {
+	for _, want := range []string{"\nerrors       ok: ", "\nvalid        ok: ", " answers pass abi.Validate", "\nreference    FAIL: ", " whole-group answers differ from ", "MOVEMENT", "latency", `{"group":"g"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
 		}

@@ -28,19 +28,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "run        seed %d, %d scenarios, %d calls, %s\n\n", r.Seed, r.Scenarios, r.Calls, r.Elapsed.Round(time.Millisecond))
 
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tRESULT\tDETAIL")
 	for _, c := range r.Checks {
-		status := c.Status
-		if c.Failures > 0 {
-			status = fmt.Sprintf("%s (%d)", c.Status, c.Failures)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, strings.ToUpper(status), c.Detail)
+		fmt.Fprintf(&b, "%-12s %s: %s\n", c.Name, statusWord(c.Status), c.Detail)
 	}
-	tw.Flush()
-
 	fmt.Fprintln(&b)
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "MOVEMENT\tROUNDS\tQUEUES\tMOVED\tMINIMUM\tMOVED/MIN\tBETWEEN STAYERS\tFORCED\t")
 	for _, m := range r.Stability {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t\n", m.Event, m.Rounds, m.Queues, m.Moved, m.Minimum, m.Ratio(), m.BetweenStayers, m.Forced)
@@ -59,7 +51,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Host) > 0 {
 		parts := make([]string, len(r.Host))
 		for i, h := range r.Host {
-			parts[i] = fmt.Sprintf("%s %d", h.Name, h.Value)
+			parts[i] = fmt.Sprintf("%d %s", h.Value, h.Name)
 		}
 		fmt.Fprintf(&b, "host       %s\n", strings.Join(parts, ", "))
 	}
@@ -150,4 +142,15 @@ func signedBytes(n int64) string {
 		return "+" + bytesText(n)
 	}
 	return bytesText(n)
+}
+
+// statusWord is how the text report writes a check's status: a failure stands out.
+func statusWord(status string) string {
+	switch status {
+	case Pass:
+		return "ok"
+	case Fail:
+		return "FAIL"
+	}
+	return status
 }

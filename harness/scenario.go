@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/allocd/allocd/abi"
@@ -245,7 +246,17 @@ func generate(seed uint64, index, maxQ, maxC int, extras bool) *Scenario {
 				s.ConsumerAttrs[j].Labels = map[string]string{"zone": zones[rng.IntN(len(zones))]}
 			}
 			if rng.IntN(2) == 0 {
-				s.ConsumerAttrs[j].Metrics = map[string]int64{"weight": int64(1 + rng.IntN(4))}
+				// As the daemon passes a member's "weight" label: as the label and as the
+				// metric. A weight of 0 (the member takes nothing) now and then.
+				w := int64(rng.IntN(5))
+				if w == 0 && rng.IntN(3) > 0 {
+					w = 1
+				}
+				if s.ConsumerAttrs[j].Labels == nil {
+					s.ConsumerAttrs[j].Labels = map[string]string{}
+				}
+				s.ConsumerAttrs[j].Labels[WeightLabel] = strconv.FormatInt(w, 10)
+				s.ConsumerAttrs[j].Metrics = map[string]int64{WeightLabel: w}
 			}
 		}
 	}

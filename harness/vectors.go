@@ -88,6 +88,9 @@ func (r *runner) vectors() error {
 		return fmt.Errorf("harness: vectors: %s holds no %s vectors", r.opts.Vectors, strategy)
 	}
 	r.vectorsDetail = fmt.Sprintf("%d of %d %s vectors match", matched, total, strategy)
+	if matched < total {
+		r.vectorsDetail = fmt.Sprintf("%d of %d %s vectors differ from the recorded answers", total-matched, total, strategy)
+	}
 	return nil
 }
 

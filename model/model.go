@@ -59,6 +59,12 @@ type Binding struct {
 	// Orderly turns on ordered consumption: queue locks for queue delivery, message-group
 	// locks for message delivery.
 	Orderly bool `json:"orderly"`
+	// Handoff is how a queue passes from one member to another: HandoffCooperative (the
+	// default, "" reads as it) or HandoffEager. See model/history.go.
+	Handoff HandoffMode `json:"handoff,omitempty"`
+	// RevokeTimeout bounds a cooperative handoff's wait for the previous owner to confirm, as
+	// a Go duration ("45s"); "" is the daemon's session timeout.
+	RevokeTimeout string `json:"revokeTimeout,omitempty"`
 }
 
 // Group is a consumer group and its binding. Its JSON flattens the binding:
@@ -85,6 +91,8 @@ type MemberStatus struct {
 	LastHeartbeat time.Time         `json:"lastHeartbeat"`
 	// Generations are what the member reported having applied.
 	Generations map[string]int64 `json:"generations"`
+	// Confirms: the member confirms revocations, so cooperative handoffs wait for it.
+	Confirms bool `json:"confirms,omitempty"`
 }
 
 // TopicStatus is one (group, topic).
@@ -104,6 +112,9 @@ type TopicStatus struct {
 	Error    string     `json:"error,omitempty"`
 	ErrorAt  *time.Time `json:"errorAt,omitempty"`
 	Failures int        `json:"failures,omitempty"`
+	// Handoffs are the queues the strategy gave to a new owner that waits for the previous
+	// one to confirm it let them go (cooperative handoff), by client id.
+	Handoffs []Handoff `json:"handoffs,omitempty"`
 }
 
 // GroupSummary is a group in a list.

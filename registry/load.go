@@ -184,6 +184,9 @@ func (r *Registry) scan(force bool) {
 	for name := range *r.entries.Load() {
 		names[name] = true
 	}
+	for _, name := range r.builtinNames() {
+		names[name] = true
+	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		if r.closed() {
 			return
@@ -195,6 +198,9 @@ func (r *Registry) scan(force bool) {
 // check brings plugin name in line with its file.
 func (r *Registry) check(name string, force bool) {
 	outcome := r.checkFile(name, force)
+	if outcome == outFailed {
+		outcome = r.builtinFallback(name, outcome)
+	}
 	r.log.Debug().Str("plugin", name).Str("outcome", outcome).Msg("checked")
 	if r.opts.checked != nil {
 		r.opts.checked(name, outcome)
@@ -204,6 +210,12 @@ func (r *Registry) check(name string, force bool) {
 func (r *Registry) checkFile(name string, force bool) string {
 	path := r.path(name)
 	data, err := readStable(path)
+	builtin := false
+	if errors.Is(err, fs.ErrNotExist) {
+		if b, ok := r.builtin(name); ok {
+			data, err, builtin = b, nil, true
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return r.fileRemoved(name)
@@ -223,6 +235,9 @@ func (r *Registry) checkFile(name string, force bool) string {
 	e := r.ensureEntry(name)
 	if v := e.active.Load(); v != nil && v.v.Hash == hash {
 		e.pending = nil
+		r.mu.Lock()
+		e.builtin = builtin
+		r.mu.Unlock()
 		return outUnchanged
 	}
 	if hash == e.failedHash && !force {
@@ -232,7 +247,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 	e.pending = nil
 	if f == nil || f.hash != hash {
 		// A new version: try it.
-		outcome, fail := r.load(e, data, hash)
+		outcome, fail := r.load(e, data, hash, builtin)
 		if fail == nil || r.closed() {
 			return outcome
 		}
@@ -318,7 +333,7 @@ func (r *Registry) removeEntryLocked(name string) {
 
 // load prepares, self-tests and validates a new version, and swaps it in only if every step
 // passed; otherwise it returns the failure, for the caller to record or retry.
-func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
+func (r *Registry) load(e *entry, data []byte, hash string, builtin bool) (string, *failure) {
 	start := time.Now()
 	attempt := r.clock.Now()
 	ctx := r.ctx
@@ -349,6 +364,7 @@ func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
 	r.draining.Add(1)
 	r.mu.Lock()
 	old := e.active.Swap(v)
+	e.builtin = builtin
 	e.loadedAt = r.clock.Now()
 	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, ""
 	if old != nil {
@@ -357,7 +373,7 @@ func (r *Registry) load(e *entry, data []byte, hash string) (string, *failure) {
 	r.mu.Unlock()
 	e.failedHash = ""
 	kind, outcome := Loaded, outLoaded
-	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Dur("took", took)
+	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Bool("builtin", builtin).Dur("took", took)
 	if old != nil {
 		old.unref() // closes once the calls in flight and the Acquires on it are done
 		kind, outcome = Reloaded, outReloaded

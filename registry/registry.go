@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,10 @@ type Options struct {
 	Clock Clock
 	// Metrics, when set, observes every load attempt.
 	Metrics Metrics
+	// Builtins, when set, is a folder of NAME.wasm plugins that serve whenever the watched
+	// folder has no NAME.wasm of its own (builtin.go): a file in the folder overrides the
+	// built-in of its name, and removing it brings the built-in back.
+	Builtins fs.FS
 
 	// checked, for tests, hears the outcome of every check of a name.
 	checked func(name, outcome string)
@@ -129,6 +134,9 @@ type Status struct {
 	// so the last version keeps serving.
 	File     string `json:"file"`
 	FileGone bool   `json:"fileGone,omitempty"`
+	// Builtin says the version serving is the built-in one (Options.Builtins): File names
+	// where a file overriding it would go.
+	Builtin bool `json:"builtin,omitempty"`
 	// ActiveHash is the content hash of the version serving, "" when none serves.
 	ActiveHash string    `json:"activeHash,omitempty"`
 	Version    string    `json:"version,omitempty"`
@@ -199,6 +207,7 @@ type entry struct {
 	lastError       string
 	reloads         int
 	failures        int
+	builtin         bool // the active version is the built-in one
 
 	// Worker only: the hash of the last rejected version, not tried again until it changes,
 	// and a failure not yet believed because the file changed less than Debounce before.
@@ -432,7 +441,7 @@ func (r *Registry) StatusOf(name string) (Status, bool) {
 
 func (r *Registry) statusLocked(e *entry) Status {
 	s := Status{
-		Name: e.name, File: e.file, FileGone: e.fileGone, LoadedAt: e.loadedAt,
+		Name: e.name, File: e.file, FileGone: e.fileGone, Builtin: e.builtin, LoadedAt: e.loadedAt,
 		LastAttempt: e.lastAttempt, LastAttemptHash: e.lastAttemptHash, LastError: e.lastError,
 		Reloads: e.reloads, Failures: e.failures,
 	}

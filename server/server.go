@@ -141,6 +141,8 @@ func (s *Server) routes() http.Handler {
 		{"POST", "/v1/groups/{group}/leave", s.leave},
 		{"GET", "/v1/groups/{group}/assignment", s.assignment},
 		{"POST", "/v1/groups/{group}/preview", s.preview},
+		{"GET", "/v1/groups/{group}/history", s.history},
+		{"GET", "/v1/groups/{group}/explain", s.explain},
 		{"POST", "/v1/groups/{group}/locks/queues", s.lockQueues},
 		{"POST", "/v1/groups/{group}/unlock/queues", s.unlockQueues},
 		{"POST", "/v1/groups/{group}/locks/message-groups", s.lockMessageGroup},

@@ -164,30 +164,40 @@ func (s *Bolt) PutGenerations(gens ...Generation) error {
 	if len(gens) == 0 {
 		return nil
 	}
+	vals, err := encodeGenerations(gens)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error { return putGenerations(tx, gens, vals) })
+	return opErr(err, "put %d generations", len(gens))
+}
+
+func encodeGenerations(gens []Generation) ([][]byte, error) {
 	vals := make([][]byte, len(gens))
 	for i, g := range gens {
 		if err := checkName("group", g.Group); err != nil {
-			return &Error{Op: "put generations", Err: err}
+			return nil, &Error{Op: "put generations", Err: err}
 		}
 		if err := checkName("topic", g.Topic); err != nil {
-			return &Error{Op: "put generations", Err: err}
+			return nil, &Error{Op: "put generations", Err: err}
 		}
 		b, err := json.Marshal(g)
 		if err != nil {
-			return &Error{Op: fmt.Sprintf("put generation %q/%q", g.Group, g.Topic), Err: err}
+			return nil, &Error{Op: fmt.Sprintf("put generation %q/%q", g.Group, g.Topic), Err: err}
 		}
 		vals[i] = b
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucketGenerations))
-		for i, g := range gens {
-			if err := b.Put([]byte(generationKey(g.Group, g.Topic)), vals[i]); err != nil {
-				return err
-			}
+	return vals, nil
+}
+
+func putGenerations(tx *bolt.Tx, gens []Generation, vals [][]byte) error {
+	b := tx.Bucket([]byte(bucketGenerations))
+	for i, g := range gens {
+		if err := b.Put([]byte(generationKey(g.Group, g.Topic)), vals[i]); err != nil {
+			return err
 		}
-		return nil
-	})
-	return opErr(err, "put %d generations", len(gens))
+	}
+	return nil
 }
 
 func (s *Bolt) ListGenerations() ([]Generation, error) {

@@ -103,6 +103,11 @@ type Generation struct {
 	Plugin        string    `json:"plugin,omitempty"`
 	PluginVersion string    `json:"pluginVersion,omitempty"`
 	At            time.Time `json:"at"`
+	// Target is the strategy's assignment when it differs from Assignment, the one members are
+	// told: under cooperative handoff, Handoffs lists the queues held back until their previous
+	// owner lets them go (member keys in From and To).
+	Target   map[string][]abi.Queue `json:"target,omitempty"`
+	Handoffs []model.Handoff        `json:"handoffs,omitempty"`
 }
 
 // ErrNotFound is matched (errors.Is) by the error of a lookup or delete of an absent record.

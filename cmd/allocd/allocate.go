@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/host"
@@ -47,8 +46,8 @@ type (
 func runAllocate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("allocate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	pluginArg := fs.String("plugin", "", "plugin NAME (looked up in --plugins-dir) or PATH.wasm")
-	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
+	pluginArg := fs.String("plugin", "", "plugin NAME (in --plugins-dir, else built in) or PATH.wasm")
+	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins, looked in before the built-ins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	timeout := fs.Duration("timeout", host.DefaultTimeout, "deadline of each plugin call")
 	logLevel := fs.String("log-level", "warn", "log level of plugin and host messages on stderr")
@@ -68,11 +67,7 @@ the whole group: {"assignment":{"c1":[...],...}}. A line's own "config" object o
 	if fs.NArg() > 0 {
 		return usageErr("unexpected arguments %q", fs.Args())
 	}
-	name, path, err := resolvePlugin(*pluginArg, *pluginsDir)
-	if err != nil {
-		return err
-	}
-	wasm, err := os.ReadFile(path)
+	name, wasm, err := readPlugin(*pluginArg, *pluginsDir)
 	if err != nil {
 		return err
 	}

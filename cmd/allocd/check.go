@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -26,7 +25,7 @@ func runCheck(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	vectors := fs.String("vectors", "", "compare with the recorded RocketMQ vectors of this JSON-lines file")
 	strategy := fs.String("strategy", "", "vector strategy: AVG, AVG_BY_CIRCLE or CONSISTENT_HASH (default: from the plugin's name)")
 	jsonOut := fs.Bool("json", false, "write the report as JSON")
-	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins")
+	pluginsDir := fs.String("plugins-dir", defaultPluginsDir(), "folder of NAME.wasm plugins, looked in before the built-ins")
 	cacheDir := fs.String("cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	timeout := fs.Duration("timeout", host.DefaultTimeout, "deadline of each plugin call")
 	instances := fs.Int("instances", 4, "instances per plugin (the determinism check calls several at once)")
@@ -46,16 +45,9 @@ printing the smallest scenario that shows each failure.`)
 		fs.PrintDefaults()
 	}
 	// Flags may come before or after PLUGIN.
-	var positional []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
 	}
 	switch {
 	case len(positional) == 0:
@@ -93,11 +85,7 @@ printing the smallest scenario that shows each failure.`)
 	}
 	defer rt.Close(context.Background())
 	load := func(arg string) (*host.Plugin, string, error) {
-		name, path, err := resolvePlugin(arg, *pluginsDir)
-		if err != nil {
-			return nil, "", err
-		}
-		wasm, err := os.ReadFile(path)
+		name, wasm, err := readPlugin(arg, *pluginsDir)
 		if err != nil {
 			return nil, "", err
 		}
@@ -127,10 +115,11 @@ printing the smallest scenario that shows each failure.`)
 	}
 	s := p.Stats()
 	rep.Host = []harness.Counter{
-		{Name: "calls", Value: s.Calls}, {Name: "failed", Value: s.Failures}, {Name: "invalid", Value: s.Invalid},
+		{Name: "calls", Value: s.Calls}, {Name: "failed as a whole", Value: s.Failures},
+		{Name: "answers refused by the host's checks", Value: s.Invalid},
 		{Name: "traps", Value: s.Traps}, {Name: "timeouts", Value: s.Timeouts},
-		{Name: "instances created", Value: s.Created}, {Name: "discarded", Value: s.Discarded},
-		{Name: "linear memory KiB", Value: s.MemoryBytes >> 10},
+		{Name: "instances live", Value: s.Instances}, {Name: "started after the load", Value: s.Created},
+		{Name: "discarded", Value: s.Discarded}, {Name: "KiB of linear memory", Value: s.MemoryBytes >> 10},
 	}
 	if *jsonOut {
 		err = rep.WriteJSON(stdout)

@@ -3,6 +3,9 @@
 //	allocd serve     run the daemon (HTTP API, plugin folder watched for changes)
 //	allocd allocate  answer JSON Lines allocation requests on stdin with a plugin
 //	allocd check     prove a plugin sound with generated scenarios
+//	allocd init-plugin  write a new plugin module
+//	allocd history   print a (group, topic)'s generations, their triggers and moves
+//	allocd explain   print one queue's owners over the history, and why
 //
 // Run `allocd COMMAND -h` for a command's flags.
 package main

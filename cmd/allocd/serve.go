@@ -26,6 +26,7 @@ import (
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/builtin"
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
@@ -37,8 +38,7 @@ func init() {
 
 // Defaults of the serve flags.
 const (
-	defaultListen  = "127.0.0.1:7420"
-	defaultDataDir = "data"
+	defaultListen = "127.0.0.1:7420"
 	// maxRestartGrace bounds --restart-grace: members that have not come back after this long
 	// are not coming back, and new members should not wait longer for their queues.
 	maxRestartGrace = time.Hour
@@ -52,6 +52,8 @@ type serveFlags struct {
 	sessionTimeout, restartGrace, debounce, maxDelay            time.Duration
 	pluginTimeout, maxWait                                      time.Duration
 	restartGraceSet                                             bool
+	historyLimit                                                int
+	historyMaxAge                                               time.Duration
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -59,8 +61,9 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.listen, "listen", defaultListen, "address to serve the HTTP API on (port 0 picks a free port; see --addr-file)")
-	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "folder of the persistent state (topics, groups, generations), created if needed")
-	fs.StringVar(&f.pluginsDir, "plugins-dir", defaultPluginsDir(), "folder of NAME.wasm strategy plugins, watched for changes")
+	dataDir, dataDirErr := defaultDataDir()
+	fs.StringVar(&f.dataDir, "data-dir", dataDir, "folder of the persistent state (topics, groups, generations), created if needed")
+	fs.StringVar(&f.pluginsDir, "plugins-dir", "", "folder of NAME.wasm strategy plugins, watched for changes; they add to the built-in plugins and override those of the same name (default DATA-DIR/plugins, created if needed)")
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the address the API listens on to this file once it listens")
@@ -72,13 +75,16 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.maxDelay, "max-delay", coordinator.DefaultMaxDelay, "longest a stream of changes may postpone a recomputation")
 	fs.DurationVar(&f.pluginTimeout, "plugin-timeout", host.DefaultTimeout, "deadline of each plugin call")
 	fs.DurationVar(&f.maxWait, "max-wait", server.DefaultMaxWait, "longest wait a long-poll may ask for")
+	fs.IntVar(&f.historyLimit, "history-limit", coordinator.DefaultHistoryLimit, "generations of history kept per (group, topic) (-1: no limit)")
+	fs.DurationVar(&f.historyMaxAge, "history-max-age", coordinator.DefaultHistoryMaxAge, "drop history older than this, keeping the newest generation (-1ns: no limit)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
 Runs the allocd daemon: the HTTP API under /v1 (topics, groups, heartbeats, long-polled
-assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wasm in
---plugins-dir is a strategy; the folder is watched, so a replaced file reloads. State lives in
---data-dir and survives restarts; SIGTERM or SIGINT shuts down gracefully.
+assignments, previews, plugins), /metrics, /healthz and /readyz. The built-in strategies are in
+the binary; every <name>.wasm in --plugins-dir adds one or overrides the built-in of that name; the
+folder is watched, so a replaced file reloads. State lives in --data-dir and survives restarts;
+SIGTERM or SIGINT shuts down gracefully.
 
 --config FILE declares topics and groups, applied (created or replaced) at every start:
   {"topics": {"T": {"brokers": [{"name": "broker-a", "readQueues": 8, "writeQueues": 8}],
@@ -112,8 +118,13 @@ assignments, previews, plugins), /metrics, /healthz and /readyz. Every <name>.wa
 		return nil, usageErr("--max-wait %v must be positive", f.maxWait)
 	case f.logFormat != "console" && f.logFormat != "json":
 		return nil, usageErr("--log-format %q: want console or json", f.logFormat)
-	case f.dataDir == "":
-		return nil, usageErr("--data-dir is required")
+	case f.historyLimit == 0 || f.historyLimit < -1:
+		return nil, usageErr("--history-limit %d: want a positive count, or -1 for no limit", f.historyLimit)
+	case f.historyMaxAge == 0:
+		return nil, usageErr("--history-max-age 0: want a positive age, or a negative one for no limit")
+	}
+	if err := f.defaultDirs(dataDirErr); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -177,11 +188,13 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			c := coord.Load()
 			return c != nil && c.StrategyInUse(name)
 		},
-		Metrics: reloads,
+		Metrics:  reloads,
+		Builtins: builtin.FS(),
 	})
 	if err != nil {
 		return err
 	}
+	logBuiltins(log, reg)
 	// Run closes the registry when it returns; this covers the early returns before it runs.
 	defer reg.Close()
 	if err := metrics.Register(pluginCollector{reg}); err != nil {
@@ -192,6 +205,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
 		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
 		CheckStrategy: func(name string) error { return checkLoaded(reg, name) },
+		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
 	})
 	if err != nil {
 		return err

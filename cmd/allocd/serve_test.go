@@ -10,11 +10,21 @@ import (
 )
 
 func TestServeFlags(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("STATE_DIRECTORY", "")
 	f, err := parseServeFlags(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.listen != defaultListen || f.dataDir != defaultDataDir || f.grace() != f.sessionTimeout {
+	if want := filepath.Join(home, ".local", "share", "allocd"); f.dataDir != want || f.pluginsDir != filepath.Join(want, "plugins") {
+		t.Fatalf("default folders: data %s, plugins %s; want %s and its plugins folder", f.dataDir, f.pluginsDir, want)
+	}
+	if st, err := os.Stat(f.pluginsDir); err != nil || !st.IsDir() {
+		t.Fatalf("the default plugin folder was not created: %v", err)
+	}
+	if f.listen != defaultListen || f.grace() != f.sessionTimeout {
 		t.Fatalf("defaults: %+v, grace %v", f, f.grace())
 	}
 	f, err = parseServeFlags([]string{"--restart-grace", "0", "--session-timeout", "5s"}, io.Discard)

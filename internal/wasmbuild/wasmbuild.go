@@ -141,6 +141,14 @@ func Allocd(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	mu.Lock()
+	p, ok := built["allocd"]
+	mu.Unlock()
+	if ok {
+		return p
+	}
+	// As make does, the binary embeds the built-in plugins (internal/builtin).
+	embedBuiltins(tb, root)
+	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := built["allocd"]; ok {
 		return p
@@ -157,5 +165,108 @@ func Allocd(tb testing.TB) string {
 		tb.Fatalf("building allocd: %v\n%s", err, b)
 	}
 	built["allocd"] = out
+	return out
+}
+
+// embedBuiltins puts the built-in plugins into internal/builtin/wasm, where `make embed` puts
+// them (a folder of build output the repository ignores), each file written through a rename so
+// that test processes doing the same at once never see half a file.
+func embedBuiltins(tb testing.TB, root string) {
+	tb.Helper()
+	src := BuiltinPlugins(tb)
+	dst := filepath.Join(root, "internal", "builtin", "wasm")
+	files, _ := filepath.Glob(filepath.Join(src, "*.wasm"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		target := filepath.Join(dst, filepath.Base(f))
+		if old, err := os.ReadFile(target); err == nil && bytes.Equal(old, b) {
+			continue
+		}
+		tmp, err := os.CreateTemp(dst, ".embed-*")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		_, werr := tmp.Write(b)
+		cerr := tmp.Close()
+		if werr != nil || cerr != nil {
+			os.Remove(tmp.Name())
+			tb.Fatalf("writing %s: %v %v", target, werr, cerr)
+		}
+		if err := os.Rename(tmp.Name(), target); err != nil {
+			os.Remove(tmp.Name())
+			tb.Fatal(err)
+		}
+	}
+}
+
+// Example returns the module of examples/NAME, a plugin in another language built by its own
+// Makefile: $ALLOCD_EXAMPLES/NAME.wasm when set (`make test` sets it to build/examples),
+// otherwise one built here with `make -C examples/NAME` (which says what to install when the
+// toolchain is missing).
+func Example(tb testing.TB, name string) string {
+	tb.Helper()
+	if d := os.Getenv("ALLOCD_EXAMPLES"); d != "" {
+		return filepath.Join(d, name+".wasm")
+	}
+	root, err := Root()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	key := "example/" + name
+	if p, ok := built[key]; ok {
+		return p
+	}
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "allocd-wasm-"); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "example-"+name+".wasm")
+	cmd := exec.Command("make", "--no-print-directory", "-C", filepath.Join(root, "examples", name), "OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building examples/%s: %v\n%s", name, err, b)
+	}
+	built[key] = out
+	return out
+}
+
+// Scaffold returns the module that `allocd init-plugin` writes, built against this checkout
+// (--sdk): the Go plugin that examples/weighted-c mirrors.
+func Scaffold(tb testing.TB) string {
+	tb.Helper()
+	bin := Allocd(tb)
+	root, err := Root()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mu.Lock()
+	p, ok := built["scaffold"]
+	mu.Unlock()
+	if ok {
+		return p
+	}
+	src, err := os.MkdirTemp("", "allocd-scaffold-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mod := filepath.Join(src, "weighted")
+	if b, err := exec.Command(bin, "init-plugin", mod, "--sdk", root).CombinedOutput(); err != nil {
+		tb.Fatalf("allocd init-plugin: %v\n%s", err, b)
+	}
+	cmd := exec.Command("make", "--no-print-directory", "-C", mod, "wasm")
+	// The checkout's module requires the daemon's dependencies, whose sums the new go.sum lacks.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building the scaffold: %v\n%s", err, b)
+	}
+	out := filepath.Join(mod, "weighted.wasm")
+	mu.Lock()
+	built["scaffold"] = out
+	mu.Unlock()
 	return out
 }

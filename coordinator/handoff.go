@@ -1,0 +1,399 @@
+package coordinator
+
+// Cooperative handoff keeps one invariant: at no time do two live members both hold a queue in
+// the assignments they have been told and have not revoked. A member "may hold" the queues of
+// every generation it was told (every generation published while it was live counts as told)
+// since the last one it confirmed applying in a heartbeat. A generation gives a queue to its new
+// owner only when no other live member may hold it; the strategy's answer (Generation.Target)
+// and what members are told (Generation.Assignment) differ by the queues held back
+// (Generation.Handoffs). They are handed over, in a generation of their own, as soon as the
+// previous owner confirms, leaves or expires. A previous owner that does neither within the
+// revoke timeout is removed from the group and its client id fenced for a session timeout, as
+// Kafka removes a member that misses its rebalance timeout: it is no longer live, so the
+// invariant holds, and its refused heartbeats tell it that it lost its queues.
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
+	"github.com/allocd/allocd/store"
+)
+
+// The handoff modes, package model's.
+type HandoffMode = model.HandoffMode
+
+// The handoff modes.
+const (
+	HandoffCooperative = model.HandoffCooperative
+	HandoffEager       = model.HandoffEager
+	// DefaultHandoff is the mode of a binding that names none.
+	DefaultHandoff = HandoffCooperative
+	// MaxRevokeTimeout bounds a binding's revokeTimeout.
+	MaxRevokeTimeout = time.Hour
+)
+
+// maxRecent is how many published assignments a (group, topic) remembers to work out what a
+// confirming member may still hold; a member further behind keeps all it may hold until it
+// confirms a newer one.
+const maxRecent = 16
+
+// handoffState is a (group, topic)'s handoff bookkeeping, in memory only: after a restart it
+// starts from the persisted generation and its handoffs.
+type handoffState struct {
+	// holds maps a member key to the queues it may hold.
+	holds map[string]map[abi.Queue]struct{}
+	// recent are the last published assignments, oldest first, numbers consecutive.
+	recent []recentGen
+	// reasons are why previous owners let go of held-back queues since the last generation.
+	reasons map[string]string
+	// basis are the inputs of the last computed generation, for the next trigger (history.go).
+	basis *basis
+}
+
+type recentGen struct {
+	number int64
+	assign map[string][]abi.Queue
+}
+
+func handoffMode(b Binding) HandoffMode {
+	if b.Handoff == "" {
+		return DefaultHandoff
+	}
+	return b.Handoff
+}
+
+// checkHandoff validates a binding's handoff mode and revoke timeout, filling in the mode.
+func checkHandoff(b *Binding) error {
+	switch b.Handoff {
+	case "":
+		b.Handoff = DefaultHandoff
+	case HandoffCooperative, HandoffEager:
+	default:
+		return invalid("handoff %q: want %q or %q", b.Handoff, HandoffCooperative, HandoffEager)
+	}
+	if b.RevokeTimeout != "" {
+		d, err := time.ParseDuration(b.RevokeTimeout)
+		if err != nil || d <= 0 || d > MaxRevokeTimeout {
+			return invalid("revokeTimeout %q is not a duration in (0, %s] such as \"30s\"", b.RevokeTimeout, MaxRevokeTimeout)
+		}
+	}
+	return nil
+}
+
+// revokeTimeout is a binding's revoke timeout: the session timeout unless it says otherwise.
+func (c *Coordinator) revokeTimeout(b Binding) time.Duration {
+	if d, err := time.ParseDuration(b.RevokeTimeout); err == nil && d > 0 {
+		return d
+	}
+	return c.opts.SessionTimeout
+}
+
+// load starts the bookkeeping from a persisted generation: a member may hold what it was told,
+// and the previous owners of held-back queues may still hold those.
+func (ho *handoffState) load(gen *store.Generation) {
+	ho.holds = map[string]map[abi.Queue]struct{}{}
+	for key, qs := range gen.Assignment {
+		ho.add(key, qs)
+	}
+	for _, h := range gen.Handoffs {
+		ho.add(h.From, []abi.Queue{h.Queue})
+	}
+	ho.recent = []recentGen{{gen.Number, gen.Assignment}}
+}
+
+func (ho *handoffState) add(key string, qs []abi.Queue) {
+	if ho.holds == nil {
+		ho.holds = map[string]map[abi.Queue]struct{}{}
+	}
+	set := ho.holds[key]
+	if set == nil {
+		set = make(map[abi.Queue]struct{}, len(qs))
+		ho.holds[key] = set
+	}
+	for _, q := range qs {
+		set[q] = struct{}{}
+	}
+}
+
+// live reports whether a member key counts as live: it has a session, or it may still come back
+// during the restart grace.
+func (c *Coordinator) live(g *group, key string, now time.Time) bool {
+	return g.keys[key] != nil || now.Before(c.graceUntil)
+}
+
+// waitsFor reports whether a handoff waits for a member key to let its queues go: a live member
+// that confirms revocations, or one that may still come back during the restart grace. A
+// member that never confirms (an HTTP client that reports no generations) could not release
+// a queue before its revoke timeout; it is handed off eagerly instead, as Kafka falls back to
+// the eager protocol for a member that does not support the cooperative one.
+func (c *Coordinator) waitsFor(g *group, key string, now time.Time) bool {
+	if m := g.keys[key]; m != nil {
+		return m.confirms
+	}
+	return now.Before(c.graceUntil)
+}
+
+// cooperate turns a freshly computed generation into what members may be told under b: in
+// cooperative mode, the strategy's answer minus the queues another live member may still hold.
+func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, now time.Time) {
+	gen.Target, gen.Handoffs = nil, nil
+	if handoffMode(b) != HandoffCooperative || !usesPlugin(b) {
+		return
+	}
+	c.holdBack(g, st, gen, gen.Assignment, b, now)
+}
+
+// holdBack sets gen's Assignment to target less the queues held by another live member, and its
+// Handoffs to those queues. A handoff already under way keeps its start and deadline.
+func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, now time.Time) {
+	holders := map[abi.Queue][]string{}
+	for key, set := range st.ho.holds {
+		if !c.waitsFor(g, key, now) {
+			continue
+		}
+		for q := range set {
+			holders[q] = append(holders[q], key)
+		}
+	}
+	started := map[abi.Queue]model.Handoff{}
+	if st.gen != nil {
+		for _, h := range st.gen.Handoffs {
+			started[h.Queue] = h
+		}
+	}
+	timeout := c.revokeTimeout(b)
+	eff := make(map[string][]abi.Queue, len(target))
+	var hs []model.Handoff
+	for key, qs := range target {
+		out := make([]abi.Queue, 0, len(qs))
+		for _, q := range qs {
+			from := ""
+			for _, h := range holders[q] {
+				if h != key && (from == "" || h < from) {
+					from = h
+				}
+			}
+			if from == "" {
+				out = append(out, q)
+				continue
+			}
+			h := model.Handoff{Queue: q, From: from, To: key, Since: now.UTC(), Deadline: now.Add(timeout).UTC()}
+			if old, ok := started[q]; ok && old.From == from {
+				h.Since, h.Deadline = old.Since, old.Deadline
+			}
+			hs = append(hs, h)
+		}
+		eff[key] = out
+	}
+	gen.Assignment, gen.Target, gen.Handoffs = eff, nil, nil
+	if len(hs) > 0 {
+		slices.SortFunc(hs, func(a, b model.Handoff) int { return abi.CompareQueues(a.Queue, b.Queue) })
+		gen.Target, gen.Handoffs = target, hs
+	}
+}
+
+// target is the strategy's answer in gen: Target when queues are held back, else Assignment.
+func target(gen *store.Generation) map[string][]abi.Queue {
+	if gen.Target != nil {
+		return gen.Target
+	}
+	return gen.Assignment
+}
+
+// handoffs returns the generations that hand held-back queues over, for the (group, topic)s not
+// already in batch whose previous owners have let go of some.
+func (c *Coordinator) handoffs(batch []pending, now time.Time) []pending {
+	var out []pending
+	for _, g := range c.groups {
+		for _, st := range g.topics {
+			if st.gen == nil || len(st.gen.Handoffs) == 0 || st.computing ||
+				slices.ContainsFunc(batch, func(p pending) bool { return p.st == st }) {
+				continue
+			}
+			gen := *st.gen
+			gen.CIDs = maps.Clone(st.gen.CIDs)
+			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, now)
+			if equalAssignment(gen.Assignment, st.gen.Assignment) {
+				continue
+			}
+			gen.Number, gen.At = st.gen.Number+1, now.UTC()
+			out = append(out, pending{st: st, g: g, gen: &gen, publish: true, released: c.releases(g, st, &gen, now)})
+		}
+	}
+	return out
+}
+
+// releases lists, by previous owner, the held-back queues of st's generation that gen gives to
+// the member they were held back for, and why they were let go.
+func (c *Coordinator) releases(g *group, st *topicState, gen *store.Generation, now time.Time) []model.Release {
+	if st.gen == nil {
+		return nil
+	}
+	by := map[string][]abi.Queue{}
+	for _, h := range st.gen.Handoffs {
+		if slices.Contains(gen.Assignment[h.To], h.Queue) {
+			by[h.From] = append(by[h.From], h.Queue)
+		}
+	}
+	out := make([]model.Release, 0, len(by))
+	for _, from := range slices.Sorted(maps.Keys(by)) {
+		reason := st.ho.reasons[from]
+		if reason == "" {
+			reason = model.ReleaseConfirmed
+			if !c.live(g, from, now) {
+				reason = model.ReleaseLeft
+			}
+		}
+		out = append(out, model.Release{Member: cidOf(st.gen, from), Reason: reason, Queues: by[from]})
+	}
+	return out
+}
+
+// cidOf is the client id holding a member key in gen, or the key itself.
+func cidOf(gen *store.Generation, key string) string {
+	if cid := gen.CIDs[key]; cid != "" {
+		return cid
+	}
+	return key
+}
+
+// publishedHoldings records that every live member was told gen.
+func (c *Coordinator) publishedHoldings(g *group, st *topicState, gen *store.Generation, now time.Time) {
+	ho := &st.ho
+	for key, qs := range gen.Assignment {
+		if c.live(g, key, now) {
+			ho.add(key, qs)
+		}
+	}
+	if n := len(ho.recent); n > 0 && ho.recent[n-1].number != gen.Number-1 {
+		ho.recent = nil // numbers jumped (a reset): what came before says nothing
+	}
+	ho.recent = append(ho.recent, recentGen{gen.Number, gen.Assignment})
+	if len(ho.recent) > maxRecent {
+		ho.recent = slices.Delete(ho.recent, 0, len(ho.recent)-maxRecent)
+	}
+	ho.reasons = nil
+}
+
+// confirmApplied takes a member's heartbeat report of the generations it applied: it may now
+// hold only what the generations since those told it. A previous owner that let go of held-back
+// queues wakes Tick to hand them over.
+func (c *Coordinator) confirmApplied(g *group, m *member) {
+	for topic, n := range m.applied {
+		st := g.topics[topic]
+		if st == nil || st.gen == nil || n > st.gen.Number || len(st.ho.recent) == 0 || st.ho.recent[0].number > n {
+			continue
+		}
+		held := st.ho.holds[m.key]
+		if len(held) == 0 {
+			continue
+		}
+		now := map[abi.Queue]struct{}{}
+		for _, r := range st.ho.recent {
+			if r.number >= n {
+				for _, q := range r.assign[m.key] {
+					now[q] = struct{}{}
+				}
+			}
+		}
+		if len(now) == len(held) {
+			continue
+		}
+		st.ho.holds[m.key] = now
+		for _, h := range st.gen.Handoffs {
+			if _, ok := now[h.Queue]; h.From == m.key && !ok {
+				c.poke()
+				break
+			}
+		}
+	}
+}
+
+// dropHolds forgets what a departing member may hold, noting why for the handoff's history.
+func (c *Coordinator) dropHolds(g *group, key, reason string) {
+	for _, st := range g.topics {
+		if _, ok := st.ho.holds[key]; !ok {
+			continue
+		}
+		delete(st.ho.holds, key)
+		if st.gen != nil && slices.ContainsFunc(st.gen.Handoffs, func(h model.Handoff) bool { return h.From == key }) {
+			if st.ho.reasons == nil {
+				st.ho.reasons = map[string]string{}
+			}
+			st.ho.reasons[key] = reason
+			c.poke()
+		}
+	}
+}
+
+// revokeTimeouts removes the members that have held a queue past its handoff's deadline, and
+// fences their client ids for a session timeout.
+func (c *Coordinator) revokeTimeouts(now time.Time) {
+	for _, g := range c.groups {
+		late := map[*member][]abi.Queue{}
+		for _, st := range g.topics {
+			if st.gen == nil {
+				continue
+			}
+			for _, h := range st.gen.Handoffs {
+				m := g.keys[h.From]
+				if _, holds := st.ho.holds[h.From][h.Queue]; m != nil && holds && !now.Before(h.Deadline) {
+					late[m] = append(late[m], h.Queue)
+				}
+			}
+		}
+		for m, qs := range late {
+			c.depart(g, m, model.ReleaseRevokeTimeout, now)
+			g.fenced[m.cid] = fence{at: now, reason: "it did not confirm the revocation of " + queueList(qs) + " within the revoke timeout"}
+			c.m.revokeTimeouts.WithLabelValues(g.cfg.Name).Inc()
+			c.log.Warn().Str("group", g.cfg.Name).Str("cid", m.cid).Int("queues", len(qs)).
+				Msg("member removed: it did not confirm a revocation within the revoke timeout; its queues go to their new owners")
+		}
+	}
+}
+
+func queueList(qs []abi.Queue) string {
+	var b strings.Builder
+	for i, q := range qs {
+		if i == 3 {
+			b.WriteString(", ...")
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.Topic + "/" + q.BrokerName + "/" + strconv.Itoa(int(q.QueueID)))
+	}
+	return b.String()
+}
+
+// handoffDeadline is the earliest deadline of st's handoffs, zero if none.
+func (st *topicState) handoffDeadline() time.Time {
+	var d time.Time
+	if st.gen != nil {
+		for _, h := range st.gen.Handoffs {
+			if d.IsZero() || h.Deadline.Before(d) {
+				d = h.Deadline
+			}
+		}
+	}
+	return d
+}
+
+// handoffsByCID rekeys handoffs from member keys to client ids, for the status.
+func handoffsByCID(gen *store.Generation) []model.Handoff {
+	if len(gen.Handoffs) == 0 {
+		return nil
+	}
+	out := make([]model.Handoff, len(gen.Handoffs))
+	for i, h := range gen.Handoffs {
+		h.From, h.To = cidOf(gen, h.From), cidOf(gen, h.To)
+		out[i] = h
+	}
+	return out
+}

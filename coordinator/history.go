@@ -1,0 +1,496 @@
+package coordinator
+
+// The history records every published generation of a (group, topic) with its trigger and its
+// moves, in the store's generic bucket store.HistoryBucket, in the transaction that stores the
+// generation itself when the store can (store.GenerationTx). Retention is bounded by count and
+// age (Options.HistoryLimit, Options.HistoryMaxAge), trimmed as each entry is written.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
+	"github.com/allocd/allocd/store"
+)
+
+// Defaults of the history's retention.
+const (
+	DefaultHistoryLimit  = 1000
+	DefaultHistoryMaxAge = 7 * 24 * time.Hour
+	// MaxHistoryPage caps a History page.
+	MaxHistoryPage = 1000
+	// DefaultHistoryPage is a History page when the caller names no limit.
+	DefaultHistoryPage = 50
+)
+
+// The history records, package model's.
+type (
+	HistoryEntry = model.HistoryEntry
+	History      = model.History
+	Trigger      = model.Trigger
+	Explanation  = model.Explanation
+	OwnerChange  = model.OwnerChange
+)
+
+// basis is what a generation was computed from, compared with the next one's to say what
+// triggered it.
+type basis struct {
+	binding  string            // fingerprint of the whole binding
+	strategy string            //
+	queues   int               // read queues
+	labels   map[string]string // member key -> fingerprint of its labels
+	cids     map[string]string // member key -> client id
+	version  string            // plugin version; set when the job is installed
+}
+
+func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
+	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
+		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms))}
+	for _, m := range ms {
+		var sb strings.Builder
+		writeMap(func(s string) { fmt.Fprintf(&sb, "%d:%s", len(s), s) }, m.labels)
+		bs.labels[m.key] = sb.String()
+		bs.cids[m.key] = m.cid
+	}
+	return bs
+}
+
+func bindingPrint(b Binding) string {
+	var sb strings.Builder
+	w := func(s string) { fmt.Fprintf(&sb, "%d:%s", len(s), s) }
+	w(b.Strategy)
+	w(string(b.Model))
+	w(string(b.Delivery))
+	w(fmt.Sprint(b.Orderly))
+	w(string(handoffMode(b)))
+	w(b.RevokeTimeout)
+	writeMap(w, b.Config)
+	return sb.String()
+}
+
+// guessBasis rebuilds what it can of the basis of a generation loaded after a restart.
+func guessBasis(gen *store.Generation) *basis {
+	bs := &basis{labels: map[string]string{}, cids: map[string]string{}, version: gen.PluginVersion, strategy: gen.Plugin, queues: -1}
+	for key := range target(gen) {
+		bs.cids[key] = cidOf(gen, key)
+	}
+	return bs
+}
+
+// departure is why a member key left its group, kept until the generations that follow have
+// said so.
+type departure struct {
+	reason string
+	at     time.Time
+}
+
+// depart removes a member for a reason (model.ReleaseLeft, ReleaseExpired, ReleaseRevokeTimeout).
+func (c *Coordinator) depart(g *group, m *member, reason string, now time.Time) {
+	if g.departed == nil {
+		g.departed = map[string]departure{}
+	}
+	if len(g.departed) > 256 {
+		keep := c.opts.MaxDelay + c.opts.SessionTimeout + c.opts.RestartGrace + time.Minute
+		for k, d := range g.departed {
+			if now.Sub(d.at) > keep {
+				delete(g.departed, k)
+			}
+		}
+	}
+	g.departed[m.key] = departure{reason: reason, at: now}
+	c.removeMember(g, m, now)
+}
+
+// lostSession reports whether a joining member's key lost its previous session to the daemon
+// (expired or removed) rather than leaving.
+func (g *group) lostSession(hb Heartbeat) bool {
+	key := hb.CID
+	if hb.InstanceID != "" {
+		key = hb.InstanceID
+	}
+	d, ok := g.departed[key]
+	return ok && d.reason != model.ReleaseLeft
+}
+
+// departReason is why a member key is gone, model.ReleaseLeft when nobody said.
+func (g *group) departReason(key string) string {
+	if d, ok := g.departed[key]; ok {
+		return d.reason
+	}
+	return model.ReleaseLeft
+}
+
+// trigger says what changed between the basis of the generation in force and a new one.
+func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []model.Release) model.Trigger {
+	var t model.Trigger
+	ob := st.ho.basis
+	switch {
+	case st.gen == nil:
+		t.Causes = append(t.Causes, model.CauseFirst)
+		ob = &basis{labels: map[string]string{}, cids: map[string]string{}, queues: -1}
+	case ob == nil:
+		ob = guessBasis(st.gen)
+	}
+	if nb != nil {
+		for _, key := range slices.Sorted(maps.Keys(nb.cids)) {
+			if _, ok := ob.cids[key]; !ok {
+				t.Joined = append(t.Joined, nb.cids[key])
+			} else if ol, ok := ob.labels[key]; ok && ol != nb.labels[key] {
+				t.Labels = append(t.Labels, nb.cids[key])
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(ob.cids)) {
+			if _, ok := nb.cids[key]; ok {
+				continue
+			}
+			switch g.departReason(key) {
+			case model.ReleaseExpired:
+				t.Expired = append(t.Expired, ob.cids[key])
+			case model.ReleaseRevokeTimeout:
+				t.Removed = append(t.Removed, ob.cids[key])
+			default:
+				t.Left = append(t.Left, ob.cids[key])
+			}
+		}
+		if ob.binding != "" && ob.binding != nb.binding {
+			t.Binding = &model.BindingChange{From: ob.strategy, To: nb.strategy}
+		}
+		if ob.version != "" && nb.version != "" && ob.version != nb.version && ob.strategy == nb.strategy {
+			t.Plugin = &model.VersionChange{Name: nb.strategy, From: ob.version, To: nb.version}
+		}
+		if ob.queues >= 0 && ob.queues != nb.queues {
+			t.Queues = &model.CountChange{From: ob.queues, To: nb.queues}
+		}
+	}
+	t.Released = released
+	for _, c := range []struct {
+		cause string
+		on    bool
+	}{
+		{model.CauseJoined, len(t.Joined) > 0}, {model.CauseLeft, len(t.Left) > 0},
+		{model.CauseExpired, len(t.Expired) > 0}, {model.CauseRevokeTimeout, len(t.Removed) > 0},
+		{model.CauseLabels, len(t.Labels) > 0}, {model.CauseBinding, t.Binding != nil},
+		{model.CausePlugin, t.Plugin != nil}, {model.CauseQueues, t.Queues != nil},
+		{model.CauseHandoff, len(t.Released) > 0},
+	} {
+		if c.on {
+			t.Causes = append(t.Causes, c.cause)
+		}
+	}
+	if len(t.Causes) == 0 {
+		t.Causes = []string{model.CauseRestart}
+	}
+	return t
+}
+
+// historyEntry describes the publication of p.gen over the generation in force.
+func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
+	var nb *basis
+	if p.j != nil {
+		nb = p.j.basis
+	}
+	e := model.HistoryEntry{
+		Group: p.g.cfg.Name, Topic: p.st.name, Generation: p.gen.Number, At: p.gen.At,
+		Trigger: c.trigger(p.g, p.st, nb, p.released), Plugin: p.gen.Plugin, PluginVersion: p.gen.PluginVersion,
+		Handoff: handoffMode(p.g.cfg.Binding), Members: len(p.gen.Assignment),
+		Moves: moves(p.st.gen, p.gen), Pending: handoffsByCID(p.gen),
+	}
+	for _, qs := range p.gen.Assignment {
+		e.Queues += len(qs)
+	}
+	if !usesPlugin(p.g.cfg.Binding) {
+		e.Handoff = HandoffEager
+	}
+	return e
+}
+
+// moves lists the queues whose owner differs between two generations, by client id, in queue
+// order ("" is nobody).
+func moves(old, gen *store.Generation) []model.Move {
+	owner := func(g *store.Generation) map[abi.Queue]string {
+		out := map[abi.Queue]string{}
+		if g != nil {
+			for key, qs := range g.Assignment {
+				for _, q := range qs {
+					out[q] = cidOf(g, key)
+				}
+			}
+		}
+		return out
+	}
+	before, after := owner(old), owner(gen)
+	var out []model.Move
+	for q, to := range after {
+		if from := before[q]; from != to {
+			out = append(out, model.Move{Queue: q, From: from, To: to})
+		}
+	}
+	for q, from := range before {
+		if _, ok := after[q]; !ok {
+			out = append(out, model.Move{Queue: q, From: from})
+		}
+	}
+	slices.SortFunc(out, func(a, b model.Move) int { return abi.CompareQueues(a.Queue, b.Queue) })
+	if out == nil {
+		out = []model.Move{}
+	}
+	return out
+}
+
+// storeGenerations writes a batch of generations with the history entries of those that are
+// published, in one transaction when the store can.
+func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
+	gens := make([]store.Generation, len(batch))
+	var entries []model.HistoryEntry
+	for i, p := range batch {
+		gens[i] = *p.gen
+		if p.publish {
+			entries = append(entries, c.historyEntry(p))
+		}
+	}
+	write := func(tx store.Tx) error { return c.writeHistory(tx, entries, now) }
+	if gtx, ok := c.store.(store.GenerationTx); ok {
+		if err := gtx.PutGenerationsTx(gens, write); err != nil {
+			return err
+		}
+	} else {
+		if err := c.store.PutGenerations(gens...); err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			if err := c.store.Update(write); err != nil {
+				c.log.Error().Err(err).Int("entries", len(entries)).Msg("generations published, but their history entries were not stored")
+			}
+		}
+	}
+	for _, e := range entries {
+		c.m.moved.WithLabelValues(e.Group).Observe(float64(len(e.Moves)))
+	}
+	return nil
+}
+
+func (c *Coordinator) writeHistory(tx store.Tx, entries []model.HistoryEntry, now time.Time) error {
+	r := store.Retention{Count: c.opts.HistoryLimit, MaxAge: c.opts.HistoryMaxAge}
+	for _, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(store.HistoryBucket, store.HistoryKey(e.Group, e.Topic, e.Generation), b); err != nil {
+			return err
+		}
+		if _, err := store.TrimHistory(tx, e.Group, e.Topic, r, now, store.RecordTime); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteHistory forgets a deleted group's history; a failure is logged, as the group is gone.
+func (c *Coordinator) deleteHistory(group string) {
+	if err := c.store.Update(func(tx store.Tx) error { return store.DeleteHistory(tx, group) }); err != nil {
+		c.log.Error().Err(err).Str("group", group).Msg("group deleted, but its history was not")
+	}
+}
+
+// checkHistoryQuery checks the group exists and the topic is named.
+func (c *Coordinator) checkHistoryQuery(group, topic string) error {
+	if err := CheckName("group", group); err != nil {
+		return err
+	}
+	if err := CheckName("topic", topic); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.groups[group]; !ok {
+		return notFound("group %q not found", group)
+	}
+	return nil
+}
+
+// History returns up to limit entries of a (group, topic)'s history older than generation
+// before (0: from the newest), newest first. limit 0 means DefaultHistoryPage; it is capped at
+// MaxHistoryPage.
+func (c *Coordinator) History(group, topic string, limit int, before int64) (History, error) {
+	if err := c.checkHistoryQuery(group, topic); err != nil {
+		return History{}, err
+	}
+	if limit < 0 || before < 0 {
+		return History{}, invalid("limit %d and before %d must not be negative", limit, before)
+	}
+	if limit == 0 {
+		limit = DefaultHistoryPage
+	}
+	limit = min(limit, MaxHistoryPage)
+	var raw [][]byte // oldest first, at most limit+1: one more tells whether there is a next page
+	err := c.store.View(func(tx store.Tx) error {
+		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
+			n, err := store.HistoryNumber(key)
+			if err != nil || before > 0 && n >= before {
+				return nil
+			}
+			if len(raw) == limit+1 {
+				raw = slices.Delete(raw, 0, 1)
+			}
+			raw = append(raw, slices.Clone(value))
+			return nil
+		})
+	})
+	if err != nil {
+		return History{}, storage(err, "reading the history of %q/%q", group, topic)
+	}
+	h := History{Group: group, Topic: topic, Entries: []HistoryEntry{}}
+	more := len(raw) > limit
+	if more {
+		raw = raw[1:]
+	}
+	for i := len(raw) - 1; i >= 0; i-- {
+		var e HistoryEntry
+		if err := json.Unmarshal(raw[i], &e); err != nil {
+			return History{}, storage(err, "history of %q/%q holds a damaged entry", group, topic)
+		}
+		h.Entries = append(h.Entries, e)
+	}
+	if more && len(h.Entries) > 0 {
+		h.Next = h.Entries[len(h.Entries)-1].Generation
+	}
+	return h, nil
+}
+
+// Explain tells one queue's story over the retained history of a (group, topic): each
+// generation that changed its owner, with the trigger, the plugin version and a sentence.
+func (c *Coordinator) Explain(group, topic, brokerName string, queueID int32) (Explanation, error) {
+	if err := c.checkHistoryQuery(group, topic); err != nil {
+		return Explanation{}, err
+	}
+	if err := checkBrokerName(brokerName); err != nil {
+		return Explanation{}, err
+	}
+	if queueID < 0 || queueID >= MaxQueues {
+		return Explanation{}, invalid("queueId %d is outside [0, %d)", queueID, MaxQueues)
+	}
+	q := abi.Queue{Topic: topic, BrokerName: brokerName, QueueID: queueID}
+	ex := Explanation{Group: group, Topic: topic, Queue: q, Changes: []OwnerChange{}}
+	var decodeErr error
+	err := c.store.View(func(tx store.Tx) error {
+		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
+			var e HistoryEntry
+			if err := json.Unmarshal(value, &e); err != nil {
+				decodeErr = fmt.Errorf("entry %q: %w", key, err)
+				return nil // skip it; say so below
+			}
+			if ex.Oldest == 0 {
+				ex.Oldest = e.Generation
+			}
+			ex.Generation = e.Generation
+			if i, ok := slices.BinarySearchFunc(e.Moves, q, func(m model.Move, q abi.Queue) int { return abi.CompareQueues(m.Queue, q) }); ok {
+				ch := OwnerChange{Generation: e.Generation, At: e.At, From: e.Moves[i].From, To: e.Moves[i].To,
+					Trigger: e.Trigger, Plugin: e.Plugin, PluginVersion: e.PluginVersion}
+				for _, h := range e.Pending {
+					if h.Queue == q {
+						ch.PendingTo = h.To
+					}
+				}
+				ch.Summary = summary(ch)
+				ex.Changes = append(ex.Changes, ch)
+				ex.Owner = ch.To
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return Explanation{}, storage(err, "reading the history of %q/%q", group, topic)
+	}
+	if decodeErr != nil {
+		c.log.Warn().Err(decodeErr).Str("group", group).Str("topic", topic).Msg("explain skipped a damaged history entry")
+	}
+	if ex.Oldest == 0 {
+		return ex, notFound("no history of topic %q in group %q", topic, group)
+	}
+	return ex, nil
+}
+
+// summary says an owner change in one sentence.
+func summary(ch OwnerChange) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "generation %d at %s: ", ch.Generation, ch.At.UTC().Format(time.RFC3339))
+	switch {
+	case ch.From == "" && ch.To == "":
+	case ch.From == "":
+		fmt.Fprintf(&b, "given to %s", ch.To)
+	case ch.To == "" && ch.PendingTo != "":
+		fmt.Fprintf(&b, "withdrawn from %s, held back for %s until %s lets it go", ch.From, ch.PendingTo, ch.From)
+	case ch.To == "":
+		fmt.Fprintf(&b, "withdrawn from %s, no owner", ch.From)
+	default:
+		fmt.Fprintf(&b, "moved from %s to %s", ch.From, ch.To)
+	}
+	b.WriteString(", because ")
+	b.WriteString(DescribeTrigger(ch.Trigger))
+	if ch.Plugin != "" {
+		fmt.Fprintf(&b, "; computed by %s %s", ch.Plugin, shortVersion(ch.PluginVersion))
+	}
+	return b.String()
+}
+
+func shortVersion(v string) string {
+	if len(v) > 12 {
+		return v[:12]
+	}
+	return v
+}
+
+// DescribeTrigger says what a trigger holds, for people: "c-7 joined; c-3 confirmed the revocation".
+func DescribeTrigger(t Trigger) string {
+	var parts []string
+	list := func(ids []string, verb string) {
+		if len(ids) > 0 {
+			parts = append(parts, strings.Join(ids, ", ")+" "+verb)
+		}
+	}
+	for _, cause := range t.Causes {
+		switch cause {
+		case model.CauseFirst:
+			parts = append(parts, "first generation")
+		case model.CauseJoined:
+			list(t.Joined, "joined")
+		case model.CauseLeft:
+			list(t.Left, "left")
+		case model.CauseExpired:
+			list(t.Expired, "expired (no heartbeat within the session timeout)")
+		case model.CauseRevokeTimeout:
+			list(t.Removed, "removed (no confirmation within the revoke timeout)")
+		case model.CauseLabels:
+			list(t.Labels, "changed labels")
+		case model.CauseBinding:
+			parts = append(parts, fmt.Sprintf("binding changed (strategy %s -> %s)", t.Binding.From, t.Binding.To))
+		case model.CausePlugin:
+			parts = append(parts, fmt.Sprintf("plugin %s changed version %s -> %s", t.Plugin.Name, shortVersion(t.Plugin.From), shortVersion(t.Plugin.To)))
+		case model.CauseQueues:
+			parts = append(parts, fmt.Sprintf("read queues %d -> %d", t.Queues.From, t.Queues.To))
+		case model.CauseHandoff:
+			for _, r := range t.Released {
+				switch r.Reason {
+				case model.ReleaseConfirmed:
+					parts = append(parts, fmt.Sprintf("handoff: %s confirmed it let %d queue(s) go", r.Member, len(r.Queues)))
+				default:
+					parts = append(parts, fmt.Sprintf("handoff: %s's %d queue(s) released (%s)", r.Member, len(r.Queues), r.Reason))
+				}
+			}
+		case model.CauseRestart:
+			parts = append(parts, "recomputed after a daemon restart")
+		default:
+			parts = append(parts, cause)
+		}
+	}
+	if len(parts) == 0 {
+		return "unknown"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,11 @@
+// Package allocd carries the source of the Go SDK for plugin authors (abi and abi/plugin), which
+// the allocd binary embeds so that `allocd init-plugin` can write a plugin module that builds from
+// any folder, with no checkout and no proxy: the SDK depends on the standard library alone.
+package allocd
+
+import "embed"
+
+// SDK holds abi/*.go and abi/plugin/*.go (tests included; init-plugin leaves them out).
+//
+//go:embed abi/*.go abi/plugin/*.go
+var SDK embed.FS

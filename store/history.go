@@ -1,0 +1,132 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// GenerationTx is implemented by stores that can write generations and generic-bucket records
+// in one transaction. The coordinator uses it to store a generation and its history entry
+// together, so that no published generation is missing from the history after a crash; a store
+// without it gets two transactions, generations first.
+type GenerationTx interface {
+	// PutGenerationsTx writes gens as PutGenerations does and runs fn in the same
+	// transaction; nothing is written if fn fails.
+	PutGenerationsTx(gens []Generation, fn func(Tx) error) error
+}
+
+var _ GenerationTx = (*Bolt)(nil)
+
+func (s *Bolt) PutGenerationsTx(gens []Generation, fn func(Tx) error) error {
+	vals, err := encodeGenerations(gens)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := putGenerations(tx, gens, vals); err != nil {
+			return err
+		}
+		return fn(boltTx{tx})
+	})
+	return opErr(err, "put %d generations", len(gens))
+}
+
+// HistoryBucket is the generic bucket of the generation history. A record's key is
+// HistoryPrefix(group, topic) followed by the generation number in 16 hex digits, so a prefix
+// scan lists a (group, topic) oldest first.
+const HistoryBucket = "history"
+
+// HistoryPrefix is the key prefix of a (group, topic)'s history records.
+func HistoryPrefix(group, topic string) string { return group + "\x00" + topic + "\x00" }
+
+// HistoryGroupPrefix is the key prefix of every history record of a group.
+func HistoryGroupPrefix(group string) string { return group + "\x00" }
+
+// HistoryKey is the key of one history record.
+func HistoryKey(group, topic string, number int64) string {
+	return HistoryPrefix(group, topic) + fmt.Sprintf("%016x", uint64(number))
+}
+
+// HistoryNumber reads the generation number back from a history key.
+func HistoryNumber(key string) (int64, error) {
+	if len(key) < 16 {
+		return 0, fmt.Errorf("history key %q is too short", key)
+	}
+	n, err := strconv.ParseUint(key[len(key)-16:], 16, 63)
+	if err != nil {
+		return 0, fmt.Errorf("history key %q: %w", key, err)
+	}
+	return int64(n), nil
+}
+
+// Retention bounds the history kept per (group, topic): at most Count records, none older than
+// MaxAge, but always the newest. Zero values keep without that bound.
+type Retention struct {
+	Count  int
+	MaxAge time.Duration
+}
+
+// TrimHistory deletes the records of a (group, topic) that Retention does not keep. at reads a
+// record's time; a record it cannot read counts as old.
+func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func(value []byte) (time.Time, error)) (int, error) {
+	prefix := HistoryPrefix(group, topic)
+	var keys []string
+	var old []bool
+	cutoff := now.Add(-r.MaxAge)
+	err := tx.List(HistoryBucket, prefix, func(key string, value []byte) error {
+		keys = append(keys, key)
+		isOld := false
+		if r.MaxAge > 0 {
+			t, err := at(value)
+			isOld = err != nil || t.Before(cutoff)
+		}
+		old = append(old, isOld)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	drop := 0
+	if r.Count > 0 && len(keys) > r.Count {
+		drop = len(keys) - r.Count
+	}
+	for drop < len(keys)-1 && old[drop] {
+		drop++
+	}
+	for _, k := range keys[:drop] {
+		if err := tx.Delete(HistoryBucket, k); err != nil {
+			return 0, err
+		}
+	}
+	return drop, nil
+}
+
+// DeleteHistory removes every history record of a group.
+func DeleteHistory(tx Tx, group string) error {
+	var keys []string
+	if err := tx.List(HistoryBucket, HistoryGroupPrefix(group), func(key string, _ []byte) error {
+		keys = append(keys, key)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := tx.Delete(HistoryBucket, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordTime reads the "at" field of a JSON history record, for TrimHistory.
+func RecordTime(value []byte) (time.Time, error) {
+	var r struct {
+		At time.Time `json:"at"`
+	}
+	err := json.Unmarshal(value, &r)
+	return r.At, err
+}
