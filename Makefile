@@ -47,7 +47,7 @@ examples-if-possible:
 test: allocd plugins examples
 	ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) ALLOCD_EXAMPLES=$(abspath $(BUILD)/examples) \
 		$(GO) test -race -count=1 -timeout 45m ./...
-	@$(MAKE) --no-print-directory test-adapters
+	@$(MAKE) --no-print-directory test-adapters test-bench
 
 # The client adapters are Go modules of their own (so the core never depends on franz-go or
 # rocketmq-client-go): each runs its own `go test -race ./...`.
@@ -59,6 +59,12 @@ test-adapters: allocd plugins
 		(cd $$m && ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) \
 			$(GO) test -race -count=1 -timeout 30m ./...) || exit 1; \
 	done
+
+# bench/ is a module of its own (peers: rocketmq-client-go, franz-go, extism go-sdk): its tests
+# hold the built-in plugins to the peers' answers.
+.PHONY: test-bench
+test-bench: allocd plugins
+	cd bench && $(GO) test -race -count=1 -timeout 20m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -17,7 +17,7 @@ import (
 // a newer minor version only adds optional sections that older readers skip.
 const (
 	Major = 1
-	Minor = 0
+	Minor = 1
 )
 
 // Version packs a major and minor version the way the allocd_abi_version export returns it.
@@ -116,6 +116,10 @@ type Result struct {
 // Response holds one Result per target of the request, in target order.
 type Response struct {
 	Results []Result
+	// Owners is set (not nil) when the plugin answered in the owner form (ABI 1.1, ABI.md §5.4):
+	// one entry per queue, the index in Consumers of its owner or NoOwner. DecodeResponse leaves
+	// Results empty then; Validate checks Owners against the request and fills Results from it.
+	Owners []int32
 }
 
 // Error is a problem with an encoded message or an answer, naming what was wrong.

@@ -110,3 +110,51 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHostSide is the host's share of a whole-group call of averagely on benchRequest,
+// without the plugin: the request's order check and encoding, then decoding and checking the
+// answer the plugin wrote. "list" is the 1.0 way (Canonicalize, Encode, a list-form answer
+// through DecodeResponse and Validate), "owners" the 1.1 way (EncodeCanonical, the owner form).
+func BenchmarkHostSide(b *testing.B) {
+	r := benchRequest()
+	n, c := len(r.Queues), len(r.Consumers)
+	var list abi.ResponseWriter
+	owners := make([]int32, n)
+	for self := range c {
+		list.Begin()
+		for q := self * n / c; q < (self+1)*n/c; q++ {
+			list.Append(q)
+			owners[q] = int32(self)
+		}
+	}
+	answers := map[string][]byte{"list": list.Bytes(), "owners": abi.AppendOwners(nil, owners)}
+	for _, form := range []string{"list", "owners"} {
+		b.Run(form, func(b *testing.B) {
+			var e abi.Encoder
+			var buf []byte
+			var err error
+			b.ReportAllocs()
+			for b.Loop() {
+				if form == "list" {
+					abi.Canonicalize(r)
+					buf, err = e.Encode(buf[:0], r)
+				} else {
+					buf, err = e.EncodeCanonical(buf[:0], r)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp := &abi.Response{}
+				if err := abi.DecodeResponse(answers[form], resp); err != nil {
+					b.Fatal(err)
+				}
+				if err := abi.Validate(r, resp); err != nil {
+					b.Fatal(err)
+				}
+				if len(resp.Results) != c {
+					b.Fatalf("%d results", len(resp.Results))
+				}
+			}
+		})
+	}
+}

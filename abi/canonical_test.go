@@ -1,6 +1,7 @@
 package abi_test
 
 import (
+	"bytes"
 	"reflect"
 	"slices"
 	"testing"
@@ -113,4 +114,36 @@ func TestCanonicalizeSortedIsKept(t *testing.T) {
 		t.Errorf("sorted input was copied")
 	}
 	abi.Canonicalize(&abi.Request{}) // nothing to sort, nothing to break
+}
+
+// TestEncodeCanonical: EncodeCanonical writes what Canonicalize then Encode write, for requests
+// in order, with queues out of order (within a broker, across brokers, across topics) and with
+// consumers out of order, and leaves the request canonical.
+func TestEncodeCanonical(t *testing.T) {
+	for name, r := range map[string]*abi.Request{
+		"sorted":         {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 1), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
+		"within broker":  {Group: "g", Queues: []abi.Queue{q("T", "b0", 1), q("T", "b0", 0), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
+		"across brokers": {Group: "g", Queues: []abi.Queue{q("T", "b1", 0), q("T", "b0", 5), q("T", "b0", 6)}, Consumers: []string{"a", "b"}},
+		"across topics":  {Group: "g", Queues: []abi.Queue{q("U", "b0", 0), q("T", "b0", 1)}, Consumers: []string{"a"}, PrevOwners: []string{"a", ""}},
+		"consumers":      {Group: "g", Queues: []abi.Queue{q("T", "b0", 0)}, Consumers: []string{"b", "a"}, ConsumerAttrs: []abi.Attrs{{Labels: map[string]string{"z": "1"}}, {}}},
+		"duplicates":     {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 0)}, Consumers: []string{"a", "a"}},
+	} {
+		want := *r
+		abi.Canonicalize(&want)
+		wantBytes, err := abi.EncodeRequest([]byte("prefix"), &want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e abi.Encoder
+		got, err := e.EncodeCanonical([]byte("prefix"), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, wantBytes) {
+			t.Errorf("%s: EncodeCanonical differs from Canonicalize + Encode", name)
+		}
+		if !reflect.DeepEqual(r.Queues, want.Queues) || !reflect.DeepEqual(r.Consumers, want.Consumers) {
+			t.Errorf("%s: request left as %v %v, want %v %v", name, r.Queues, r.Consumers, want.Queues, want.Consumers)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -168,6 +169,7 @@ func FuzzDecodeResponse(f *testing.F) {
 	addGoldenSeeds(f, "resp-")
 	f.Add([]byte{})
 	f.Add([]byte("ALRS\x01\x00\x00\x00\x18\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00\x03\x00\x00\x00abc\x00"))
+	f.Add([]byte("ALRO\x01\x00\x01\x00\x18\x00\x00\x00\x02\x00\x00\x00\x01\x00\x00\x00\xff\xff\xff\xff"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r abi.Response
 		if err := abi.DecodeResponse(b, &r); err != nil {
@@ -182,7 +184,7 @@ func FuzzDecodeResponse(f *testing.F) {
 		if err := abi.DecodeResponse(enc, &r2); err != nil {
 			t.Fatalf("decoding our own encoding: %v", err)
 		}
-		if !r.Equal(&r2) {
+		if !r.Equal(&r2) || !slices.Equal(r.Owners, r2.Owners) || (r.Owners == nil) != (r2.Owners == nil) {
 			t.Fatalf("round trip changed the response: %+v, then %+v", r, r2)
 		}
 		if again := abi.EncodeResponse(nil, &r2); !bytes.Equal(again, enc) {

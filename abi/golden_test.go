@@ -57,6 +57,8 @@ func (d *requestDesc) request() *abi.Request {
 
 type responseDesc struct {
 	Results []resultDesc `json:"results"`
+	// Owners describes an owner-form response (ABI 1.1, ABI.md §5.4) instead of Results.
+	Owners []int32 `json:"owners"`
 }
 
 // resultDesc is {"indices":[...]} for an answer or {"error":"..."} for a failed result.
@@ -66,6 +68,9 @@ type resultDesc struct {
 }
 
 func (d *responseDesc) response() *abi.Response {
+	if d.Owners != nil {
+		return &abi.Response{Owners: d.Owners}
+	}
 	r := &abi.Response{Results: []abi.Result{}}
 	for _, x := range d.Results {
 		if x.Error != nil {
@@ -339,7 +344,7 @@ func TestGolden(t *testing.T) {
 				if err := abi.DecodeResponse(got, &r); err != nil {
 					t.Fatal(err)
 				}
-				if want := g.Response.response(); !r.Equal(want) {
+				if want := g.Response.response(); !r.Equal(want) || !slices.Equal(r.Owners, want.Owners) {
 					t.Fatalf("decoded %+v, want %+v", r, want)
 				}
 			}
@@ -432,9 +437,12 @@ func TestDumpGolden(t *testing.T) {
 // field, "OFFSET: BYTES  # meaning".
 func annotate(b []byte) string {
 	d := dumper{b: b}
-	if string(b[:4]) == abi.ResponseMagic {
+	switch string(b[:4]) {
+	case abi.ResponseMagic:
 		d.response()
-	} else {
+	case abi.OwnersMagic:
+		d.owners()
+	default:
 		d.request()
 	}
 	return d.out.String()
@@ -548,6 +556,21 @@ func (d *dumper) request() {
 		}
 		for d.at < end {
 			d.line(min(end-d.at, 4), "padding")
+		}
+	}
+}
+
+func (d *dumper) owners() {
+	d.line(4, "magic %q (owner form)", d.b[:4])
+	d.line(4, "major %d, minor %d", uint16(d.u32(0)), d.u32(0)>>16)
+	d.line(4, "total length %d", d.u32(0))
+	n := int(d.u32(0))
+	d.line(4, "%d queues", n)
+	for i := range n {
+		if o := int32(d.u32(0)); o == abi.NoOwner {
+			d.line(4, "queue %d: no owner", i)
+		} else {
+			d.line(4, "queue %d: consumer %d", i, o)
 		}
 	}
 }

@@ -48,11 +48,11 @@ func TestInfoJSONRoundTrip(t *testing.T) {
 
 func TestInfoJSONDefaults(t *testing.T) {
 	b := (&abi.Info{Name: "avg", Version: "1"}).AppendJSON(nil)
-	if want := `{"name":"avg","version":"1","abi":"1.0"}`; string(b) != want {
+	if want := `{"name":"avg","version":"1","abi":"1.1"}`; string(b) != want {
 		t.Errorf("AppendJSON = %s, want %s", b, want)
 	}
 	b = (&abi.Info{Name: "x", Version: "1", Config: map[string]string{"b": "2", "a": "1"}, Properties: []string{"balanced"}}).AppendJSON(nil)
-	if want := `{"name":"x","version":"1","abi":"1.0","properties":["balanced"],"config":{"a":"1","b":"2"}}`; string(b) != want {
+	if want := `{"name":"x","version":"1","abi":"1.1","properties":["balanced"],"config":{"a":"1","b":"2"}}`; string(b) != want {
 		t.Errorf("AppendJSON = %s, want %s", b, want)
 	}
 	// Invalid UTF-8 becomes U+FFFD, so the output is still valid JSON.

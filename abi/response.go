@@ -94,8 +94,12 @@ func (w *ResponseWriter) Bytes() []byte {
 	return w.buf
 }
 
-// EncodeResponse appends r's encoding to dst.
+// EncodeResponse appends r's encoding to dst: the owner form when r.Owners is set, else the
+// list form.
 func EncodeResponse(dst []byte, r *Response) []byte {
+	if r.Owners != nil {
+		return AppendOwners(dst, r.Owners)
+	}
 	// The writer measures offsets and padding from the start of its buffer, so it writes into
 	// dst's spare capacity; the append then copies nothing when that capacity sufficed.
 	var w ResponseWriter
@@ -116,9 +120,16 @@ func DecodeResponse(b []byte, r *Response) error {
 	if len(b) < headerSize {
 		return errorf("response of %d bytes is shorter than its %d-byte header", len(b), headerSize)
 	}
-	if string(b[:4]) != ResponseMagic {
-		return errorf("response magic %q, want %q", b[:4], ResponseMagic)
+	if string(b[:4]) == OwnersMagic {
+		if r.Owners == nil {
+			r.Owners = []int32{}
+		}
+		return decodeOwners(b, r)
 	}
+	if string(b[:4]) != ResponseMagic {
+		return errorf("response magic %q, want %q or %q", b[:4], ResponseMagic, OwnersMagic)
+	}
+	r.Owners = nil
 	if major := le.Uint16(b[4:]); major != Major {
 		return errorf("response ABI major version %d, this reader speaks %d", major, Major)
 	}
@@ -175,10 +186,10 @@ func DecodeResponse(b []byte, r *Response) error {
 }
 
 // ValidateFor is the answer check of a plugin described by info: Validate, or, when the plugin
-// declares PropOverlapping, only one result per target and every index inside [0, numQueues).
+// declares PropOverlapping and answers in the list form, only one result per target and every index inside [0, numQueues).
 // The host runs it on every answer, and the harness reuses it, so both judge a plugin by one rule.
 func ValidateFor(info *Info, r *Request, resp *Response) error {
-	if info == nil || !info.Has(PropOverlapping) {
+	if info == nil || !info.Has(PropOverlapping) || resp.Owners != nil {
 		return Validate(r, resp)
 	}
 	n := r.NumTargets()
@@ -197,8 +208,14 @@ func ValidateFor(info *Info, r *Request, resp *Response) error {
 
 // Validate checks an answer against its request: one result per target, every index inside
 // [0, numQueues), no index twice in one result, and no queue given to two different consumer ids.
-// (Two results for the same id, as a cidAll with a repeated id produces, may share queues.)
+// (Two results for the same id, as a cidAll with a repeated id produces, may share queues.) The
+// host runs it on every answer, and the harness reuses it, so both judge a plugin by one rule.
+// An owner-form answer (resp.Owners set) must answer a whole-group request, name one owner per
+// queue, each NoOwner or the first index of a consumer id; Validate then fills resp.Results.
 func Validate(r *Request, resp *Response) error {
+	if resp.Owners != nil {
+		return resolveOwners(r, resp)
+	}
 	n := r.NumTargets()
 	if len(resp.Results) != n {
 		return errorf("answer has %d results for %d consumers", len(resp.Results), n)

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"github.com/allocd/allocd/abi"
@@ -11,20 +10,7 @@ import (
 
 // wholeGroupRequest is host's BenchmarkWholeGroup request: 1024 queues of TopicTest (brokers
 // broker-0..broker-3, 256 queues each) and 64 consumers, in canonical order, for every consumer.
-func wholeGroupRequest() *abi.Request {
-	r := &abi.Request{Group: "GID_allocd_bench"}
-	for b := range 4 {
-		broker := fmt.Sprintf("broker-%d", b) // shared by its queues, as the daemon does
-		for q := range 256 {
-			r.Queues = append(r.Queues, abi.Queue{Topic: "TopicTest", BrokerName: broker, QueueID: int32(q)})
-		}
-	}
-	for i := range 64 {
-		r.Consumers = append(r.Consumers, fmt.Sprintf("10.0.0.%d@%d", i+1, 4000+i))
-	}
-	abi.Canonicalize(r)
-	return r
-}
+func wholeGroupRequest() *abi.Request { return groupRequest(4, 256, 64) }
 
 // BenchmarkGuestParts splits a built-in plugin's whole-group call into its parts. Each probe of
 // guest/ does one part of what the SDK does in a call; averagely/call is the whole guest (the

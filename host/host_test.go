@@ -87,7 +87,7 @@ func queues(topic string, brokers, perBroker int) []abi.Queue {
 func TestFirstPluginWholeGroup(t *testing.T) {
 	rt := newRuntime(t, host.Config{})
 	p := load(t, rt, "first")
-	if got := p.Info(); got.Name != "first" || got.Version != "1.0.0" || got.ABI != "1.0" {
+	if got := p.Info(); got.Name != "first" || got.Version != "1.0.0" || got.ABI != "1.1" {
 		t.Fatalf("Info = %+v", got)
 	}
 	req := &abi.Request{Group: "g", Queues: queues("T", 2, 3), Consumers: []string{"c2", "c1", "c3"}}

@@ -125,14 +125,13 @@ func (p *Plugin) describe(ctx context.Context, in *instance) error {
 // with abi.ValidateFor (abi.Validate unless the plugin declares "overlapping"); a failing answer
 // is an error, never returned.
 func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
-	abi.Canonicalize(req)
 	enc, _ := p.encoders.Get().(*encoder)
 	if enc == nil {
 		enc = &encoder{}
 	}
 	defer p.encoders.Put(enc)
 	var err error
-	enc.buf, err = enc.Encode(enc.buf[:0], req)
+	enc.buf, err = enc.EncodeCanonical(enc.buf[:0], req) // abi.Canonicalize, checked as it encodes
 	if err != nil {
 		return nil, &Error{Plugin: p.name, Kind: KindInvalid, Err: fmt.Errorf("request: %w", err)}
 	}

@@ -50,17 +50,17 @@ func allocateExport() int32 {
 	}
 	// The input buffer is reused by the next call, so the strings a strategy is given must not
 	// alias it: they live in a copy of the request's string table, which is never overwritten.
+	var b []byte
 	err := state.v.Parse(in[:n])
 	if err == nil {
 		state.v.DetachStrings(strings.store)
-		err = state.run()
+		b, err = state.run()
 	}
 	if err != nil {
 		msg := err.Error()
 		errorWrite(unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 		return 1
 	}
-	b := state.w.Bytes()
 	outputWrite(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
 	return 0
 }

@@ -25,9 +25,15 @@
 //	func main() {}
 //
 // Build it with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o first.wasm.
+//
+// A strategy whose lists are in mqAll order can also register a whole-group form with
+// RegisterWholeGroup: for a whole-group request from a 1.1 host it writes one owner per queue
+// (ABI 1.1's owner form), which costs a fraction of one call per consumer.
 package plugin
 
 import (
+	"slices"
+
 	"github.com/allocd/allocd/abi"
 )
 
@@ -88,9 +94,19 @@ type Func func(a *Args, dst []int) ([]int, error)
 // builds what all consumers share (a hash ring, a weight table). An error fails the whole call.
 type Prepare func(req *abi.View) (Func, error)
 
+// WholeGroup is the whole-group form of a strategy, for a request that asks for every consumer:
+// it sets owners[q], for every queue q of mqAll (len(owners) == req.NumQueues()), to the index in
+// cidAll of the consumer that owns it, or abi.NoOwner, and returns true. Each consumer's answer is
+// then its queues in mqAll order, so the form suits strategies whose lists have that order (AVG,
+// AVG_BY_CIRCLE, CONSISTENT_HASH). cidAll has no repeated id when it is called. It returns false
+// to have the SDK run the per-consumer Func instead (for a request its checks would fail for some
+// consumer); an error fails the whole call.
+type WholeGroup func(req *abi.View, owners []int32) (bool, error)
+
 var (
-	info    abi.Info
-	prepare Prepare
+	info       abi.Info
+	prepare    Prepare
+	wholeGroup WholeGroup
 )
 
 // Register installs the plugin's strategy. Call it once, from an init function.
@@ -106,6 +122,16 @@ func RegisterPrepared(i Info, p Prepare) {
 	info, prepare = i, p
 }
 
+// RegisterWholeGroup installs a strategy with both forms: p (as RegisterPrepared) answers one
+// consumer at a time, w the whole group in one pass. The SDK calls w for a whole-group request
+// from a host that reads ABI 1.1's owner form (ABI.md §5.4), and answers with one owner index per
+// queue (4 bytes a queue); for any other request, or when w returns false, it runs p's Func for
+// each target. The two must give the same answers.
+func RegisterWholeGroup(i Info, p Prepare, w WholeGroup) {
+	RegisterPrepared(i, p)
+	wholeGroup = w
+}
+
 // Allocate runs the registered strategy over an encoded request and returns the encoded answer,
 // with no host calls: the exports use it, and so can a plugin's native tests and benchmarks.
 // Strings the strategy is given alias input.
@@ -114,27 +140,51 @@ func Allocate(input []byte) ([]byte, error) {
 	if err := c.v.Parse(input); err != nil {
 		return nil, err
 	}
-	if err := c.run(); err != nil {
-		return nil, err
-	}
-	return c.w.Bytes(), nil
+	return c.run()
 }
 
 // call is the state of one allocate call. The wasm export keeps one for the life of the
 // instance, which serves one call at a time, so that a call allocates nothing the next one
 // cannot reuse.
 type call struct {
-	v   abi.View
-	w   abi.ResponseWriter
-	a   Args
-	dst []int
+	v      abi.View
+	w      abi.ResponseWriter
+	a      Args
+	dst    []int
+	owners []int32
+	out    []byte // the owner-form answer
 }
 
-// run runs the strategy for every target of the parsed request c.v and writes the answer with c.w.
-func (c *call) run() error {
+// run runs the strategy over the parsed request c.v and returns the encoded answer, which aliases
+// c's storage: the owner form when the request allows it and the strategy has a whole-group
+// form, else one result per target written with c.w.
+func (c *call) run() ([]byte, error) {
 	if prepare == nil {
-		return errNotRegistered
+		return nil, errNotRegistered
 	}
+	v := &c.v
+	if wholeGroup != nil && v.AcceptsOwners() && v.DistinctConsumers() {
+		c.owners = slices.Grow(c.owners[:0], v.NumQueues())[:v.NumQueues()]
+		ok, err := wholeGroup(v, c.owners)
+		if err == nil {
+			err = v.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			c.out = abi.AppendOwners(c.out[:0], c.owners)
+			return c.out, nil
+		}
+	}
+	if err := c.runEach(); err != nil {
+		return nil, err
+	}
+	return c.w.Bytes(), nil
+}
+
+// runEach runs the strategy's Func for every target and writes the answer with c.w.
+func (c *call) runEach() error {
 	v := &c.v
 	f, err := prepare(v)
 	if err == nil {

@@ -1,12 +1,14 @@
 package main_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/internal/wasmbuild"
 )
 
@@ -58,7 +60,7 @@ func TestInitPlugin(t *testing.T) {
 		}
 	}
 	out := run("make", "check", "ALLOCD="+bin)
-	for _, want := range []string{"plugin     weights 0.1.0 (ABI 1.0), promises balanced, weighted", "\nbalance      ok: ", "weighted share", "\nPASS"} {
+	for _, want := range []string{fmt.Sprintf("plugin     weights 0.1.0 (ABI %d.%d), promises balanced, weighted", abi.Major, abi.Minor), "\nbalance      ok: ", "weighted share", "\nPASS"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("allocd check of the scaffold lacks %q:\n%s", want, out)
 		}

@@ -95,6 +95,7 @@ type golden struct {
 			Indices []int   `json:"indices"`
 			Error   *string `json:"error"`
 		} `json:"results"`
+		Owners []int32 `json:"owners"`
 	} `json:"response"`
 }
 
@@ -208,6 +209,10 @@ func TestGoldenVectors(t *testing.T) {
 				if !ok || string(out) != want {
 					t.Errorf("the C reader read\n%s\nwant\n%s", out, want)
 				}
+			case g.What == "response" && g.Response.Owners != nil:
+				// ABI 1.1's owner form (ABI.md §5.4): this codec speaks 1.0, whose plugins
+				// never write it, so there is nothing of it to compare.
+				t.Logf("owner-form vector: not part of a 1.0 codec")
 			case g.What == "response":
 				resps++
 				var in strings.Builder
@@ -227,6 +232,14 @@ func TestGoldenVectors(t *testing.T) {
 					t.Fatal(err)
 				}
 				out, ok := runDriver(t, []byte(in.String()), "resp")
+				// The C writer is a 1.0 writer: its header says minor 0 where allocd's says
+				// its own; readers ignore the minor (ABI.md §5.1), so compare all but it.
+				if ok && len(out) >= 8 && len(want) >= 8 {
+					if out[6] != 0 || out[7] != 0 {
+						t.Errorf("the C writer's minor version is %x, want 0", out[6:8])
+					}
+					out = append(append([]byte{}, out[:6]...), append(want[6:8:8], out[8:]...)...)
+				}
 				if !ok || !bytes.Equal(out, want) {
 					t.Errorf("the C writer wrote\n%x\nwant\n%x", out, want)
 				}

@@ -20,6 +20,15 @@ func Allocate(dst []int, n, c, self int) []int {
 	//   averageSize = n <= c ? 1 : (mod > 0 && index < mod ? n/c + 1 : n/c)
 	//   startIndex = (mod > 0 && index < mod) ? index*averageSize : index*averageSize + mod
 	//   range = min(averageSize, n - startIndex)
+	start, count := block(n, c, self)
+	for i := 0; i < count; i++ {
+		dst = append(dst, start+i)
+	}
+	return dst
+}
+
+// block returns the first index and the length of consumer self's block (0 <= self < c, n > 0).
+func block(n, c, self int) (start, count int) {
 	mod := n % c
 	bigger := mod > 0 && self < mod
 	size := n / c
@@ -29,13 +38,30 @@ func Allocate(dst []int, n, c, self int) []int {
 	case bigger:
 		size++
 	}
-	start := self*size + mod
+	start = self*size + mod
 	if bigger {
 		start = self * size
 	}
-	count := min(size, n-start)
-	for i := 0; i < count; i++ {
-		dst = append(dst, start+i)
+	return start, min(size, n-start)
+}
+
+// Owners writes into owners (one entry per queue of mqAll, n = len(owners)) the index of the
+// consumer, of c distinct consumers, whose block holds each queue: the whole group's answer in one
+// pass, each consumer's list being its queues in mqAll order as Allocate gives them. c <= 0 writes
+// -1 everywhere.
+func Owners(owners []int32, c int) {
+	n := len(owners)
+	if c <= 0 {
+		for i := range owners {
+			owners[i] = -1
+		}
+		return
 	}
-	return dst
+	for self := 0; self < c && self < n; self++ {
+		start, count := block(n, c, self)
+		blk := owners[start : start+count]
+		for i := range blk {
+			blk[i] = int32(self)
+		}
+	}
 }

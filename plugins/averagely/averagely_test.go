@@ -180,3 +180,38 @@ func BenchmarkJavaStyleCalls(b *testing.B) {
 		}
 	}
 }
+
+// TestOwnersIsAllocate: the whole-group form gives every queue to the consumer whose Allocate
+// list holds it, and each list is that consumer's queues in mqAll order.
+func TestOwnersIsAllocate(t *testing.T) {
+	for n := 0; n <= 40; n++ {
+		for c := 1; c <= 12; c++ {
+			owners := make([]int32, n)
+			for i := range owners {
+				owners[i] = -7
+			}
+			Owners(owners, c)
+			for self := 0; self < c; self++ {
+				var fromOwners []int
+				for q, o := range owners {
+					if int(o) == self {
+						fromOwners = append(fromOwners, q)
+					}
+				}
+				if want := Allocate(nil, n, c, self); !slices.Equal(fromOwners, want) {
+					t.Fatalf("n=%d c=%d self=%d: owners give %v, Allocate %v", n, c, self, fromOwners, want)
+				}
+			}
+			for q, o := range owners {
+				if o < 0 || int(o) >= c {
+					t.Fatalf("n=%d c=%d: queue %d has owner %d", n, c, q, o)
+				}
+			}
+		}
+	}
+	owners := []int32{5, 5}
+	Owners(owners, 0)
+	if owners[0] != -1 || owners[1] != -1 {
+		t.Fatalf("no consumers: %v, want -1 everywhere", owners)
+	}
+}

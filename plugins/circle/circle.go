@@ -24,3 +24,26 @@ func Allocate(dst []int, n, c, self int) []int {
 		}
 	}
 }
+
+// Owners writes into owners (one entry per queue of mqAll) the index of the consumer, of c
+// distinct consumers, that Allocate gives each queue: queue i goes to i mod c. It is the whole
+// group's answer in one pass; each consumer's list is its queues in mqAll order, as Allocate gives
+// them. c <= 0 writes -1 everywhere.
+func Owners(owners []int32, c int) {
+	if c <= 0 {
+		for i := range owners {
+			owners[i] = -1
+		}
+		return
+	}
+	o := int32(0)
+	last := int32(c - 1)
+	for i := range owners {
+		owners[i] = o
+		if o == last {
+			o = 0
+		} else {
+			o++
+		}
+	}
+}

@@ -71,6 +71,7 @@ type Ring struct {
 	buckets []int32
 	shift   uint
 	scratch []byte
+	memo    *Memo
 }
 
 // NewRing builds the ring exactly as Java does for consumers 0..c-1, consumer(i) giving the id of
@@ -84,6 +85,18 @@ type Ring struct {
 // vnodes<0 is an *rocketmq.ArgumentError with Java's message; vnodes==0 gives an empty ring. More
 // than 2^31-1 consumers or ring entries (c*vnodes) is an error.
 func NewRing(c int, consumer func(int) string, vnodes int) (*Ring, error) {
+	return buildRing(c, consumer, vnodes, nil)
+}
+
+// NewRingMemo is NewRing taking the MD5 hashes of virtual nodes, and later Assign's hashes of
+// queue keys, from m where it has them, and keeping the new ones there: the ring and answers are
+// exactly NewRing's. The ids consumer gives must not change afterwards (m keeps them). m is not
+// safe for concurrent use.
+func NewRingMemo(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, error) {
+	return buildRing(c, consumer, vnodes, m)
+}
+
+func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, error) {
 	if vnodes < 0 {
 		return nil, illegalVnodes(vnodes)
 	}
@@ -94,7 +107,10 @@ func NewRing(c int, consumer func(int) string, vnodes int) (*Ring, error) {
 		return nil, errors.New("hash: ring of " + strconv.Itoa(c) + " consumers x " + strconv.Itoa(vnodes) +
 			" virtual nodes is too large")
 	}
-	r := &Ring{scratch: make([]byte, 0, 96)}
+	r := &Ring{scratch: make([]byte, 0, 96), memo: m}
+	if m != nil {
+		m.begin(vnodes)
+	}
 	if c == 0 || vnodes == 0 {
 		return r, nil
 	}
@@ -139,10 +155,19 @@ func distinct(ids []string) bool {
 func (r *Ring) buildDistinct(ids []string, vnodes int) {
 	keys := make([]uint64, 0, len(ids)*vnodes)
 	for i, id := range ids {
+		if r.memo != nil {
+			for _, h := range r.memo.vnodeHashes(r, id, vnodes) {
+				keys = append(keys, uint64(h)<<32|uint64(i))
+			}
+			continue
+		}
 		prefix := r.vnodePrefix(id)
 		for k := 0; k < vnodes; k++ {
 			keys = append(keys, uint64(r.vnodeHash(prefix, k))<<32|uint64(i))
 		}
+	}
+	if r.memo != nil {
+		r.memo.dropUnusedConsumers()
 	}
 	keys = sortKeys(keys)
 	r.hashes = make([]uint32, 0, len(keys))
@@ -305,7 +330,16 @@ func (r *Ring) index() {
 // Java's result for one consumer is the queues, in mqAll order, whose owner is that consumer's first
 // index in cidAll (see Queues), so one Assign serves the whole group.
 func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int32)) {
-	owners = owners[:n]
+	assign(r, owners[:n], queue)
+}
+
+// AssignOwners is Assign writing int32 owners, one per entry of owners: the whole-group answer
+// of ABI 1.1's owner form.
+func (r *Ring) AssignOwners(owners []int32, queue func(int) (string, string, int32)) {
+	assign(r, owners, queue)
+}
+
+func assign[T int | int32](r *Ring, owners []T, queue func(int) (string, string, int32)) {
 	if len(r.hashes) == 0 {
 		for i := range owners {
 			owners[i] = -1
@@ -318,17 +352,32 @@ func (r *Ring) Assign(owners []int, n int, queue func(int) (string, string, int3
 	b := r.scratch[:0]
 	prefix := -1
 	var topic, broker string
+	var run *queueRun // the memo's hashes of this broker's queues, by queue id
 	for i := range owners {
 		t, br, id := queue(i)
 		if prefix < 0 || t != topic || br != broker {
 			topic, broker = t, br
 			b = rocketmq.AppendQueuePrefix(b[:0], t, br)
 			prefix = len(b)
+			if r.memo != nil {
+				run = r.memo.queueRun(t, br)
+			}
+		}
+		if run != nil && uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
+			owners[i] = T(r.lookup(uint32(run.hashes[id])))
+			continue
 		}
 		b = rocketmq.AppendQueueID(b[:prefix], id)
-		owners[i] = r.lookup(Hash(b))
+		h := Hash(b)
+		if run != nil {
+			run.put(id, h)
+		}
+		owners[i] = T(r.lookup(h))
 	}
 	r.scratch = b
+	if r.memo != nil {
+		r.memo.dropUnusedQueues()
+	}
 }
 
 // Queues appends to dst, in mqAll order, the indices i with owners[i] == self: Java's result for
@@ -343,4 +392,96 @@ func Queues(dst, owners []int, self int) []int {
 		}
 	}
 	return dst
+}
+
+// Memo keeps the MD5 hashes of one request's virtual nodes and queue keys for the next request
+// of the same shape, so that a rebalance after a member joined or left hashes only what is new:
+// MD5 is most of a ring's and an assignment's cost in a wasm guest (RATIONALE.md). It holds the
+// hashes of the consumers and brokers of the last request only (4·V bytes a consumer, 8 bytes a
+// queue id up to the largest one seen, queue ids from maxMemoQueueID on are not kept), so its
+// memory is bounded by that request's size. The zero Memo is ready to use.
+type Memo struct {
+	vnodes    int
+	gen       uint32
+	consumers map[string]*memoConsumer
+	runs      map[[2]string]*queueRun
+}
+
+type memoConsumer struct {
+	hashes []uint32
+	gen    uint32
+}
+
+// queueRun holds the hashes of one (topic, broker)'s queue keys by queue id: 1<<32 | hash, 0 for
+// not yet known.
+type queueRun struct {
+	hashes []uint64
+	gen    uint32
+}
+
+// maxMemoQueueID bounds the queue ids a Memo keeps a hash for.
+const maxMemoQueueID = 1 << 16
+
+func (r *queueRun) put(id int32, h uint32) {
+	if id < 0 || id >= maxMemoQueueID {
+		return
+	}
+	if int(id) >= len(r.hashes) {
+		r.hashes = append(r.hashes, make([]uint64, int(id)+1-len(r.hashes))...)
+	}
+	r.hashes[id] = 1<<32 | uint64(h)
+}
+
+// begin starts a request: a new virtual-node count forgets every consumer's hashes.
+func (m *Memo) begin(vnodes int) {
+	m.gen++
+	if m.consumers == nil || m.vnodes != vnodes {
+		m.consumers = map[string]*memoConsumer{}
+		m.vnodes = vnodes
+	}
+	if m.runs == nil {
+		m.runs = map[[2]string]*queueRun{}
+	}
+}
+
+// vnodeHashes returns the hashes of id's keys "id-0" ... "id-(vnodes-1)".
+func (m *Memo) vnodeHashes(r *Ring, id string, vnodes int) []uint32 {
+	e := m.consumers[id]
+	if e == nil {
+		e = &memoConsumer{hashes: make([]uint32, vnodes)}
+		prefix := r.vnodePrefix(id)
+		for k := range e.hashes {
+			e.hashes[k] = r.vnodeHash(prefix, k)
+		}
+		m.consumers[id] = e
+	}
+	e.gen = m.gen
+	return e.hashes
+}
+
+func (m *Memo) queueRun(topic, broker string) *queueRun {
+	k := [2]string{topic, broker}
+	run := m.runs[k]
+	if run == nil {
+		run = &queueRun{}
+		m.runs[k] = run
+	}
+	run.gen = m.gen
+	return run
+}
+
+func (m *Memo) dropUnusedConsumers() {
+	for id, e := range m.consumers {
+		if e.gen != m.gen {
+			delete(m.consumers, id)
+		}
+	}
+}
+
+func (m *Memo) dropUnusedQueues() {
+	for k, run := range m.runs {
+		if run.gen != m.gen {
+			delete(m.runs, k)
+		}
+	}
 }

@@ -185,6 +185,14 @@ func TestJavaVectorsWholeGroup(t *testing.T) {
 			o = make([]int, len(v.MQAll))
 			r.Assign(o, len(v.MQAll), v.Queue)
 			owners[k] = o
+			// The owner form's int32 owners are the same.
+			o32 := make([]int32, len(v.MQAll))
+			r.AssignOwners(o32, v.Queue)
+			for j := range o {
+				if int(o32[j]) != o[j] {
+					t.Fatalf("line %d: AssignOwners gives queue %d owner %d, Assign %d", v.Line, j, o32[j], o[j])
+				}
+			}
 		}
 		if len(o) != len(v.MQAll) {
 			t.Fatalf("line %d: scenario %d mixes mqAll sizes", v.Line, v.Scenario)
@@ -685,4 +693,102 @@ func TestAgainstReferenceLargeRings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMemoGivesNewRingsAnswers: over a sequence of requests (the same one again, a member
+// joining and leaving, a broker added, queue ids past the memo's bound and negative ones, another
+// vnodes), a ring built with a Memo assigns every queue as a ring built from scratch does, and the
+// Memo keeps only the last request's consumers and brokers.
+func TestMemoGivesNewRingsAnswers(t *testing.T) {
+	type req struct {
+		cids    []string
+		brokers []string
+		ids     []int32
+		vnodes  int
+	}
+	ids := func(from, to int32) (out []int32) {
+		for i := from; i < to; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	cids := func(n int) (out []string) {
+		for i := range n {
+			out = append(out, fmt.Sprintf("10.0.0.%d@%d", i, 100+i))
+		}
+		return out
+	}
+	seq := []req{
+		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(9), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(7), []string{"b0", "b1", "b2"}, ids(0, 64), 10},
+		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
+		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
+		{cids(7), []string{"b0"}, ids(0, 64), 3},
+		{cids(3), []string{"b0"}, ids(0, 64), 0},
+		{cids(7), []string{"b0"}, ids(0, 64), 3},
+	}
+	var m Memo
+	for step, r := range seq {
+		type q struct {
+			b  string
+			id int32
+		}
+		var mq []q
+		for _, b := range r.brokers {
+			for _, id := range r.ids {
+				mq = append(mq, q{b, id})
+			}
+		}
+		queue := func(i int) (string, string, int32) { return "T", mq[i].b, mq[i].id }
+		consumer := func(i int) string { return r.cids[i] }
+		fresh, err := NewRing(len(r.cids), consumer, r.vnodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		memo, err := NewRingMemo(len(r.cids), consumer, r.vnodes, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := make([]int32, len(mq)), make([]int32, len(mq))
+		fresh.AssignOwners(want, queue)
+		memo.AssignOwners(got, queue)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: with the memo %v, from scratch %v", step, got, want)
+		}
+		if r.vnodes > 0 && (len(m.consumers) != len(r.cids) || len(m.runs) != len(r.brokers)) {
+			t.Fatalf("step %d: memo holds %d consumers and %d brokers, want %d and %d", step, len(m.consumers), len(m.runs), len(r.cids), len(r.brokers))
+		}
+	}
+}
+
+// BenchmarkWholeGroupMemo is the 1,024 x 64 group's ring and owners from scratch, with a Memo on
+// the same request again, and with a Memo while a 65th consumer joins and leaves by turns (a
+// rebalance as the daemon asks for one).
+func BenchmarkWholeGroupMemo(b *testing.B) {
+	var cids [2][]string
+	for i := range 65 {
+		cids[1] = append(cids[1], fmt.Sprintf("10.0.0.%d@%d", i+1, 4000+i))
+	}
+	cids[0] = cids[1][:64]
+	slices.Sort(cids[1])
+	brokers := []string{"broker-0", "broker-1", "broker-2", "broker-3"}
+	queue := func(i int) (string, string, int32) { return "TopicTest", brokers[i/256], int32(i % 256) }
+	owners := make([]int32, 1024)
+	run := func(b *testing.B, m *Memo, turns int) {
+		i := 0
+		for b.Loop() {
+			ids := cids[i%turns]
+			r, err := buildRing(len(ids), func(j int) string { return ids[j] }, DefaultVirtualNodes, m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.AssignOwners(owners, queue)
+			i++
+		}
+	}
+	b.Run("fresh", func(b *testing.B) { run(b, nil, 1) })
+	b.Run("memo-same", func(b *testing.B) { run(b, &Memo{}, 1) })
+	b.Run("memo-rebalance", func(b *testing.B) { run(b, &Memo{}, 2) })
 }

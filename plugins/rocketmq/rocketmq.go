@@ -42,6 +42,21 @@ func Check(cid string, numQueues, numConsumers int) error {
 	return nil
 }
 
+// WholeGroupChecks reports whether Check passes for every one of the numConsumers consumers
+// (consumer(i) gives the id): the condition under which a strategy may answer the whole group
+// in one pass without a per-consumer error.
+func WholeGroupChecks(numQueues, numConsumers int, consumer func(int) string) bool {
+	if numQueues <= 0 || numConsumers <= 0 {
+		return false
+	}
+	for i := range numConsumers {
+		if consumer(i) == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // IndexOf returns the index of the first occurrence of cid among n consumers (consumer(i) gives the
 // id), or -1, like Java's cidAll.indexOf(currentCID): exact, case-sensitive equality.
 func IndexOf(cid string, n int, consumer func(int) string) int {

@@ -12,12 +12,40 @@ import (
 )
 
 func init() {
-	plugin.RegisterPrepared(plugin.Info{
+	plugin.RegisterWholeGroup(plugin.Info{
 		Name:        "hash",
 		Version:     "1.0.0",
 		Description: "RocketMQ CONSISTENT_HASH: an MD5 ring with virtual nodes per consumer",
 		Config:      map[string]string{"vnodes": "virtual nodes per consumer (default 10, 0 allowed, negative refused)"},
-	}, prepare)
+	}, prepare, wholeGroup)
+}
+
+// memo keeps the last whole-group request's MD5 hashes for the next: an instance serves one call
+// at a time, and the SDK's strings live as long as the instance.
+var memo hash.Memo
+
+// wholeGroup answers every consumer from one ring in one pass (ABI 1.1's owner form). A request
+// that RocketMQ's checks fail for some consumer, or whose ring cannot be built, goes through
+// prepare's per-consumer answers instead, which report the error for each consumer.
+func wholeGroup(v *abi.View, owners []int32) (bool, error) {
+	vnodesText, _ := v.Config("vnodes")
+	vnodes, err := hash.ParseVirtualNodes(vnodesText)
+	if err != nil {
+		return false, err // as prepare: the whole call fails
+	}
+	n, c := v.NumQueues(), v.NumConsumers()
+	if !rocketmq.WholeGroupChecks(n, c, v.Consumer) {
+		return false, nil
+	}
+	ring, err := hash.NewRingMemo(c, v.Consumer, vnodes, &memo)
+	if err != nil {
+		return false, nil
+	}
+	ring.AssignOwners(owners, func(i int) (string, string, int32) {
+		q := v.Queue(i)
+		return q.Topic, q.BrokerName, q.QueueID
+	})
+	return true, nil
 }
 
 // prepare builds the ring once per request and buckets every queue by its owner, so each

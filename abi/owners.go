@@ -1,0 +1,185 @@
+package abi
+
+import (
+	"slices"
+	"unsafe"
+)
+
+// The owner form of a response (ABI 1.1, ABI.md §5.4): for a whole-group request, one u32 per
+// queue naming the index in CONSUMERS of the consumer that owns it, or NoOwner. Every consumer's
+// list is then its queues in mqAll order. A plugin may answer in this form only when the request's
+// minor version is at least 1 and the request has no TARGETS section.
+
+// OwnersMagic opens an owner-form response.
+const OwnersMagic = "ALRO"
+
+// NoOwner is the owner of a queue that no consumer takes.
+const NoOwner = -1
+
+// MinorOwners is the first minor version whose hosts accept the owner form.
+const MinorOwners = 1
+
+// AcceptsOwners reports whether a plugin may answer the request in v in the owner form: the host
+// speaks 1.1 or later, and the request asks for the whole group.
+func (v *View) AcceptsOwners() bool { return v.Minor() >= MinorOwners && !v.hasTarget }
+
+// DistinctConsumers reports whether no consumer id appears twice in cidAll. With a repeated id,
+// RocketMQ's strategies give both occurrences the answer of the first, which the owner form cannot
+// say, so the SDK answers such a request one consumer at a time.
+func (v *View) DistinctConsumers() bool {
+	for i, n := 0, v.NumConsumers(); i < n; i++ {
+		if v.firstIndex(le.Uint32(v.consumers[4*i:])) != i {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendOwners appends the owner-form response for owners (one entry per queue: a consumer
+// index, or NoOwner) to dst.
+func AppendOwners(dst []byte, owners []int32) []byte {
+	n := len(dst)
+	size := headerSize + 4*len(owners)
+	dst = slices.Grow(dst, size)[:n+size]
+	out := dst[n:]
+	copy(out, OwnersMagic)
+	le.PutUint16(out[4:], Major)
+	le.PutUint16(out[6:], MinorOwners)
+	le.PutUint32(out[8:], uint32(size))
+	le.PutUint32(out[12:], uint32(len(owners)))
+	out = out[headerSize:]
+	if littleEndian && len(owners) > 0 { // the wire's layout: one copy (wasm is little-endian)
+		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&owners[0])), 4*len(owners)))
+		return dst
+	}
+	for i, o := range owners {
+		le.PutUint32(out[4*i:], uint32(o))
+	}
+	return dst
+}
+
+// littleEndian: this machine stores an int32 as the wire does.
+var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
+
+// decodeOwners decodes an owner-form response, whose magic the caller has checked, into r.Owners.
+func decodeOwners(b []byte, r *Response) error {
+	if major := le.Uint16(b[4:]); major != Major {
+		return errorf("response ABI major version %d, this reader speaks %d", major, Major)
+	}
+	if n := le.Uint32(b[8:]); uint64(n) != uint64(len(b)) {
+		return errorf("response header says %d bytes, got %d", n, len(b))
+	}
+	count := uint64(le.Uint32(b[12:]))
+	if count*4 != uint64(len(b)-headerSize) {
+		return errorf("owner-form response declares %d queues in %d bytes (want %d)", count, len(b), headerSize+4*count)
+	}
+	r.Results = r.Results[:0]
+	r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
+	p := b[headerSize:]
+	if littleEndian && count > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.Owners[0])), 4*count), p)
+		return nil
+	}
+	for i := range r.Owners {
+		r.Owners[i] = int32(le.Uint32(p[4*i:]))
+	}
+	return nil
+}
+
+// resolveOwners checks an owner-form answer against its request and writes the equivalent
+// Results: one per consumer, its queues in mqAll order, all of them slices of one array.
+func resolveOwners(r *Request, resp *Response) error {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
+	nq, nc := len(r.Queues), len(r.Consumers)
+	if len(resp.Owners) != nq {
+		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
+	}
+	// first[i] is the first index of consumer i's id: only first occurrences own queues, and a
+	// repeated id's results are the first one's. With distinct ids in canonical order (the
+	// host's requests) every index is its own first, and first stays nil.
+	sorted := slices.IsSorted(r.Consumers)
+	distinct := sorted
+	for i := 1; distinct && i < nc; i++ {
+		distinct = r.Consumers[i] != r.Consumers[i-1]
+	}
+	var first []int32
+	if !distinct {
+		first = firstIndices(r.Consumers, sorted)
+	}
+	counts := make([]int, nc+1)
+	after := counts[1:] // after[o] counts owner o's queues
+	for q, o := range resp.Owners {
+		if uint32(o) < uint32(len(after)) {
+			after[o]++
+		} else if o != NoOwner {
+			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+		}
+	}
+	if first != nil {
+		for q, o := range resp.Owners {
+			if o >= 0 && first[o] != o {
+				return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
+			}
+		}
+	}
+	for o := range nc {
+		counts[o+1] += counts[o]
+	}
+	flat := make([]int, counts[nc])
+	next := slices.Clone(counts[:nc])
+	for q, o := range resp.Owners {
+		if o >= 0 {
+			flat[next[o]] = q
+			next[o]++
+		}
+	}
+	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]
+	for i := range nc {
+		f := int32(i)
+		if first != nil {
+			f = first[i]
+		}
+		resp.Results[i] = Result{Indices: flat[counts[f]:counts[f+1]:counts[f+1]]}
+	}
+	return nil
+}
+
+// firstIndices returns, for every consumer, the first index of its id.
+func firstIndices(consumers []string, sorted bool) []int32 {
+	nc := len(consumers)
+	first := make([]int32, nc)
+	var seen map[string]int32
+	for i := range nc {
+		switch {
+		case i > 0 && sorted && consumers[i] == consumers[i-1]:
+			first[i] = first[i-1]
+		case sorted:
+			first[i] = int32(i)
+		default:
+			if seen == nil {
+				seen = make(map[string]int32, nc)
+			}
+			f, ok := seen[consumers[i]]
+			if !ok {
+				f = int32(i)
+				seen[consumers[i]] = f
+			}
+			first[i] = f
+		}
+	}
+	return first
+}
+
+// ResolveOwners turns owners (one entry per queue of the whole-group request r: a consumer index,
+// or NoOwner) into the Response a list-form answer would be, after the checks of Validate. It is
+// what the host does with an owner-form answer, and what a native strategy that computes owners
+// uses to answer as a plugin would.
+func ResolveOwners(r *Request, owners []int32) (*Response, error) {
+	resp := &Response{Owners: owners}
+	if err := resolveOwners(r, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,147 @@
+package abi_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/allocd/allocd/abi"
+)
+
+func ownersRequest(nq int, consumers ...string) *abi.Request {
+	r := &abi.Request{Group: "g", Consumers: consumers}
+	for i := range nq {
+		r.Queues = append(r.Queues, abi.Queue{Topic: "T", BrokerName: "b", QueueID: int32(i)})
+	}
+	return r
+}
+
+// TestOwnersFormResolves: an owner-form answer decodes, passes Validate and becomes the list-form
+// answer, each consumer's queues in mqAll order; a repeated id gets the first one's list.
+func TestOwnersFormResolves(t *testing.T) {
+	req := ownersRequest(5, "a", "b", "b", "c")
+	b := abi.AppendOwners(nil, []int32{3, 0, abi.NoOwner, 0, 1})
+	var resp abi.Response
+	if err := abi.DecodeResponse(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Owners == nil || len(resp.Results) != 0 {
+		t.Fatalf("decoded %+v, want owners and no results before Validate", resp)
+	}
+	if err := abi.Validate(req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{1, 3}, {4}, {4}, {0}}
+	if len(resp.Results) != len(want) {
+		t.Fatalf("%d results, want %d", len(resp.Results), len(want))
+	}
+	for i, r := range resp.Results {
+		if r.Failed || !slices.Equal(r.Indices, want[i]) {
+			t.Errorf("consumer %d (%s): %v, want %v", i, req.Consumers[i], r.Indices, want[i])
+		}
+	}
+	// An unsorted cidAll with a repeated id resolves by first occurrence too.
+	req = ownersRequest(3, "z", "a", "z")
+	got, err := abi.ResolveOwners(req, []int32{0, 1, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Results[0].Indices, []int{0, 2}) || !slices.Equal(got.Results[2].Indices, []int{0, 2}) ||
+		!slices.Equal(got.Results[1].Indices, []int{1}) {
+		t.Fatalf("unsorted cidAll: %+v", got.Results)
+	}
+	// No queues: every consumer gets an empty list.
+	if err := abi.DecodeResponse(abi.AppendOwners(nil, nil), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if err := abi.Validate(ownersRequest(0, "a", "b"), &resp); err != nil || len(resp.Results) != 2 || len(resp.Results[0].Indices) != 0 {
+		t.Fatalf("empty owner form: %v, %+v", err, resp)
+	}
+}
+
+// TestOwnersFormRefused: each rule of ABI.md §5.4 refuses what breaks it, naming the problem.
+func TestOwnersFormRefused(t *testing.T) {
+	good := abi.AppendOwners(nil, []int32{0, 1})
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"short", good[:len(good)-4], "header says"},
+		{"count", func() []byte { b := slices.Clone(good); b[12] = 3; return b }(), "declares 3 queues"},
+		{"major", func() []byte { b := slices.Clone(good); b[4] = 2; return b }(), "major version 2"},
+		{"magic", func() []byte { b := slices.Clone(good); b[3] = 'X'; return b }(), "magic"},
+	} {
+		var r abi.Response
+		err := abi.DecodeResponse(c.b, &r)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	req := ownersRequest(2, "a", "a", "b")
+	for _, c := range []struct {
+		name   string
+		req    *abi.Request
+		owners []int32
+		want   string
+	}{
+		{"targets", &abi.Request{Queues: req.Queues, Consumers: req.Consumers, Targets: []string{"a"}}, []int32{0, 0}, "targets"},
+		{"too few", req, []int32{0}, "owners of 1 queues, the request has 2"},
+		{"too many", req, []int32{0, 0, 0}, "owners of 3 queues"},
+		{"out of range", req, []int32{0, 3}, "owner index 3 out of range [0,3)"},
+		{"negative", req, []int32{-2, 0}, "owner index -2"},
+		{"repeated id", req, []int32{1, 2}, `owner index 1 repeats consumer "a" (index 0)`},
+	} {
+		resp := &abi.Response{Owners: c.owners}
+		err := abi.Validate(c.req, resp)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// FuzzValidateOwners: any bytes against a small request: DecodeResponse and Validate never panic,
+// and what they accept as an owner-form answer gives each queue with an owner to exactly the
+// results of that owner's id, in ascending order, and nobody else.
+func FuzzValidateOwners(f *testing.F) {
+	f.Add(abi.AppendOwners(nil, []int32{0, 1, 2, abi.NoOwner}), uint8(3), false)
+	f.Add(abi.AppendOwners(nil, []int32{1, 1, 0, 0}), uint8(2), true)
+	f.Add(abi.AppendOwners(nil, nil), uint8(0), false)
+	f.Fuzz(func(t *testing.T, b []byte, nc uint8, repeat bool) {
+		var consumers []string
+		for i := range int(nc % 8) {
+			consumers = append(consumers, fmt.Sprintf("c%d", i))
+			if repeat && i%2 == 1 {
+				consumers[i] = consumers[i-1]
+			}
+		}
+		req := ownersRequest(4, consumers...)
+		var resp abi.Response
+		if abi.DecodeResponse(b, &resp) != nil || resp.Owners == nil {
+			return
+		}
+		owners := slices.Clone(resp.Owners)
+		if abi.Validate(req, &resp) != nil {
+			return
+		}
+		if len(resp.Results) != len(consumers) {
+			t.Fatalf("%d results for %d consumers", len(resp.Results), len(consumers))
+		}
+		for i, r := range resp.Results {
+			if !slices.IsSorted(r.Indices) {
+				t.Fatalf("consumer %d: %v not in mqAll order", i, r.Indices)
+			}
+			for _, q := range r.Indices {
+				if o := owners[q]; o < 0 || consumers[o] != consumers[i] {
+					t.Fatalf("queue %d (owner %d) in consumer %d's list", q, o, i)
+				}
+			}
+		}
+		for q, o := range owners {
+			if o >= 0 && !slices.Contains(resp.Results[o].Indices, q) {
+				t.Fatalf("queue %d missing from its owner %d's list", q, o)
+			}
+		}
+	})
+}

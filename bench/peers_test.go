@@ -1,0 +1,245 @@
+package bench
+
+// rocketmq-client-go's strategies beside allocd's plugins, in one run (issue 17): the peer
+// computes a whole group the way its rebalance does, one call per consumer, each call with that
+// consumer's id; allocd answers the whole group in one call, natively (the in-process allocator
+// of internal/nativestrategy, the same algorithm packages) and as wasm through host.Plugin.Allocate.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/nativestrategy"
+)
+
+// peerStrategies pairs allocd's built-in plugins with rocketmq-client-go's strategies of the same
+// name. allocd's hash is Java's CONSISTENT_HASH (an MD5 ring), the Go client's a CRC32 ring
+// (stathat.com/c/consistent): the same strategy, not the same answer, so only averagely and circle
+// are compared for equality.
+var peerStrategies = []struct {
+	name  string
+	peer  consumer.AllocateStrategy
+	equal bool
+}{
+	{"averagely", consumer.AllocateByAveragely, true},
+	{"circle", consumer.AllocateByAveragelyCircle, true},
+	{"hash", consumer.AllocateByConsistentHash(10), false},
+}
+
+// peerGroup is req as rocketmq-client-go's rebalance hands it to a strategy: mqAll as
+// *MessageQueue and cidAll, both sorted as its rebalanceImpl sorts them.
+func peerGroup(req *abi.Request) ([]*primitive.MessageQueue, []string) {
+	mqAll := make([]*primitive.MessageQueue, len(req.Queues))
+	for i, q := range req.Queues {
+		mqAll[i] = &primitive.MessageQueue{Topic: q.Topic, BrokerName: q.BrokerName, QueueId: int(q.QueueID)}
+	}
+	cidAll := slices.Clone(req.Consumers)
+	sort.Strings(cidAll)
+	sort.SliceStable(mqAll, func(i, j int) bool {
+		a, b := mqAll[i], mqAll[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		if a.BrokerName != b.BrokerName {
+			return a.BrokerName < b.BrokerName
+		}
+		return a.QueueId < b.QueueId
+	})
+	return mqAll, cidAll
+}
+
+// peerWholeGroup runs strategy once per consumer, as every consumer's own rebalance does. It is
+// one operation of the rocketmq-go rows, which scripts/callgrind.sh counts by its name.
+//
+//go:noinline
+func peerWholeGroup(strategy consumer.AllocateStrategy, group string, mqAll []*primitive.MessageQueue, cidAll []string) [][]*primitive.MessageQueue {
+	out := make([][]*primitive.MessageQueue, len(cidAll))
+	for i, cid := range cidAll {
+		out[i] = strategy(group, cid, mqAll, cidAll)
+	}
+	return out
+}
+
+// samePeerAnswer checks that resp gives every consumer exactly the queues, in the order, that
+// rocketmq-client-go gives it.
+func samePeerAnswer(req *abi.Request, resp *abi.Response, peer [][]*primitive.MessageQueue) error {
+	if len(resp.Results) != len(peer) {
+		return fmt.Errorf("%d results, the peer has %d", len(resp.Results), len(peer))
+	}
+	for i, r := range resp.Results {
+		if r.Failed {
+			return fmt.Errorf("consumer %d failed: %s", i, r.Err)
+		}
+		if len(r.Indices) != len(peer[i]) {
+			return fmt.Errorf("consumer %s: %d queues, the peer gives %d", req.Consumers[i], len(r.Indices), len(peer[i]))
+		}
+		for k, q := range r.Indices {
+			got, want := req.Queues[q], peer[i][k]
+			if got.Topic != want.Topic || got.BrokerName != want.BrokerName || int(got.QueueID) != want.QueueId {
+				return fmt.Errorf("consumer %s, position %d: %v, the peer gives %v", req.Consumers[i], k, got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// peerShapes are groups the agreement test runs: fewer queues than consumers, an exact multiple,
+// remainders, one consumer, and the benchmark's group.
+var peerShapes = []struct{ brokers, perBroker, consumers int }{
+	{1, 3, 5}, {2, 4, 8}, {3, 7, 4}, {4, 256, 64}, {1, 1, 1}, {5, 13, 1}, {4, 16, 100}, {2, 500, 7},
+}
+
+func groupRequest(brokers, perBroker, consumers int) *abi.Request {
+	r := &abi.Request{Group: "GID_allocd_bench"}
+	for b := range brokers {
+		broker := fmt.Sprintf("broker-%d", b)
+		for q := range perBroker {
+			r.Queues = append(r.Queues, abi.Queue{Topic: "TopicTest", BrokerName: broker, QueueID: int32(q)})
+		}
+	}
+	for i := range consumers {
+		r.Consumers = append(r.Consumers, fmt.Sprintf("10.0.0.%d@%d", i+1, 4000+i))
+	}
+	abi.Canonicalize(r)
+	return r
+}
+
+// TestPeersAgree holds allocd's averagely and circle to rocketmq-client-go's AllocateByAveragely
+// and AllocateByAveragelyCircle on groups of several shapes (the peer is the oracle, so a
+// benchmark ratio compares the same answers), and each plugin's wasm to its native answer.
+func TestPeersAgree(t *testing.T) {
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	for _, s := range peerStrategies {
+		p, err := rt.Load(ctx, s.name, buildGuest(t, "plugins/"+s.name+"/wasm", false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, shape := range peerShapes {
+			req := groupRequest(shape.brokers, shape.perBroker, shape.consumers)
+			mqAll, cidAll := peerGroup(req)
+			peer := peerWholeGroup(s.peer, req.Group, mqAll, cidAll)
+			wasm, err := p.Allocate(ctx, req)
+			if err != nil {
+				t.Fatalf("%s %v: wasm: %v", s.name, shape, err)
+			}
+			native, _, err := nativestrategy.Allocator{}.Allocate(ctx, s.name, req)
+			if err != nil {
+				t.Fatalf("%s %v: native: %v", s.name, shape, err)
+			}
+			if !wasm.Equal(native) {
+				t.Errorf("%s %v: wasm and native answers differ", s.name, shape)
+			}
+			if !s.equal {
+				continue // hash: the Go client's ring is another (CRC32) ring
+			}
+			if err := samePeerAnswer(req, wasm, peer); err != nil {
+				t.Errorf("%s %v: %v", s.name, shape, err)
+			}
+		}
+		p.Close(ctx)
+	}
+}
+
+// BenchmarkPeers is the whole-group call of issue 17 (1024 queues: TopicTest on broker-0..3 x
+// 256; 64 consumers), three ways in one run: rocketmq-go (the Go client's strategy called once
+// per consumer), native (nativestrategy.Allocator: the whole group's *abi.Response from the
+// algorithm packages, in process) and wasm (host.Plugin.Allocate on the built-in plugin: encoding,
+// the call under its deadline, decoding and checking the answer).
+func BenchmarkPeers(b *testing.B) {
+	ctx := context.Background()
+	cfg := host.Config{CacheDir: os.Getenv("ALLOCD_BENCH_WASM")}
+	if cfg.CacheDir != "" {
+		// scripts/callgrind.sh: compiled once, outside the count, and run some 50x slower
+		// under valgrind than the default deadline allows.
+		cfg.Timeout = 10 * time.Minute
+	} else {
+		cfg.CacheDir = b.TempDir()
+	}
+	rt, err := host.NewRuntime(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	for _, s := range peerStrategies {
+		b.Run(s.name, func(b *testing.B) {
+			req := wholeGroupRequest()
+			mqAll, cidAll := peerGroup(req)
+			b.Run("rocketmq-go", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					peerWholeGroup(s.peer, req.Group, mqAll, cidAll)
+				}
+			})
+			b.Run("native", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, _, err := (nativestrategy.Allocator{}).Allocate(ctx, s.name, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("wasm", func(b *testing.B) {
+				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(ctx)
+				want, _, err := nativestrategy.Allocator{}.Allocate(ctx, s.name, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, err := p.Allocate(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !got.Equal(want) {
+					b.Fatal("wasm and native answers differ")
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.Allocate(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// A rebalance as the daemon asks for one: the group's inputs changed since the last
+			// call (the daemon never calls a plugin twice on the same inputs), here a 65th
+			// consumer joining and leaving by turns. For hash this is the figure that counts:
+			// its memo of MD5 hashes (hash.Memo) serves the unchanged queues and consumers only.
+			b.Run("wasm-rebalance", func(b *testing.B) {
+				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(ctx)
+				joined := wholeGroupRequest()
+				joined.Consumers = append(joined.Consumers, "10.0.0.200@9999")
+				abi.Canonicalize(joined)
+				reqs := []*abi.Request{req, joined}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if _, err := p.Allocate(ctx, reqs[i%2]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		})
+	}
+}
