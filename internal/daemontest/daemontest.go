@@ -4,6 +4,7 @@ package daemontest
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,7 @@ func (d *Daemon) Log() string {
 func (d *Daemon) Kill() { d.once.Do(func() { d.cmd.Process.Kill(); <-d.exited }) }
 
 // Start runs allocd serve on a fresh data folder with the plugins of pluginsDir, compiled code
-// cached in cacheDir, and waits until it listens. The test's cleanup kills it.
+// cached in cacheDir, and waits until it is ready (its plugins loaded). The test's cleanup kills it.
 func Start(t testing.TB, pluginsDir, cacheDir string, extra ...string) *Daemon {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
@@ -64,8 +65,13 @@ func Start(t testing.TB, pluginsDir, cacheDir string, extra ...string) *Daemon {
 	})
 	deadline := time.Now().Add(5 * time.Minute) // the first run compiles the plugins
 	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			d.URL = "http://" + strings.TrimSpace(string(b))
+		if d.URL == "" {
+			if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
+				d.URL = "http://" + strings.TrimSpace(string(b))
+			}
+		}
+		// The daemon listens before its plugins are loaded; it is ready once /readyz says so.
+		if d.URL != "" && ready(d.URL) {
 			return d
 		}
 		select {
@@ -74,7 +80,17 @@ func Start(t testing.TB, pluginsDir, cacheDir string, extra ...string) *Daemon {
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("allocd serve wrote no address in time:\n%s", d.Log())
+			t.Fatalf("allocd serve was not ready in time:\n%s", d.Log())
 		}
 	}
+}
+
+// ready tells whether the daemon at url answers /readyz with 200.
+func ready(url string) bool {
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
