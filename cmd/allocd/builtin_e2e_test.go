@@ -29,38 +29,11 @@ type pluginState struct {
 // the built-in back.
 func TestServeFromAnyFolder(t *testing.T) {
 	home, cwd := t.TempDir(), t.TempDir()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	d := &daemon{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(wasmbuild.Allocd(t), "serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache"), "--debounce", "50ms", "--log-format", "json")
-	d.cmd.Dir = cwd
-	d.cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME=", "STATE_DIRECTORY=")
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.exited
-		if t.Failed() {
-			t.Logf("allocd serve log:\n%s", d.stderr.String())
-		}
+	d := execDaemon(t, []string{"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache"),
+		"--debounce", "50ms", "--log-format", "json"}, func(cmd *exec.Cmd) {
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME=", "STATE_DIRECTORY=")
 	})
-	for deadline := time.Now().Add(3 * time.Minute); d.url == ""; {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			d.url = "http://" + strings.TrimSpace(string(b))
-			break
-		}
-		select {
-		case <-d.exited:
-			t.Fatalf("allocd serve exited: %v\n%s", d.err, d.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("allocd serve wrote no address in time\n%s", d.stderr.String())
-		}
-	}
 	d.waitReady(3 * time.Minute) // it listens before its plugins are loaded
 
 	dataDir := filepath.Join(home, ".local", "share", "allocd")

@@ -82,15 +82,26 @@ func (d *daemon) waitReady(within time.Duration) {
 // launchDaemon runs allocd serve and waits until it listens (it may not be ready yet).
 func launchDaemon(t *testing.T, dataDir, pluginsDir string, extra ...string) *daemon {
 	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--data-dir", dataDir, "--plugins-dir", pluginsDir,
+	flags := append([]string{"--data-dir", dataDir, "--plugins-dir", pluginsDir,
 		"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache"),
 		"--session-timeout", e2eSession.String(), "--debounce", "50ms",
 		"--log-format", "json", "--log-level", "debug"}, extra...)
+	return execDaemon(t, flags, nil)
+}
+
+// execDaemon starts `allocd serve` on a free port with flags, after prepare (when not nil) has
+// set up the command (its folder, its environment), and returns once it listens. The test's
+// cleanup kills it and prints its log when the test failed.
+func execDaemon(t *testing.T, flags []string, prepare func(*exec.Cmd)) *daemon {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile}, flags...)
 	d := &daemon{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(wasmbuild.Allocd(t), args...)
 	d.cmd.Stderr = d.stderr
+	if prepare != nil {
+		prepare(d.cmd)
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +113,7 @@ func launchDaemon(t *testing.T, dataDir, pluginsDir string, extra ...string) *da
 			t.Logf("allocd serve log:\n%s", d.stderr.String())
 		}
 	})
-	deadline := time.Now().Add(2 * time.Minute) // the first run compiles the plugins
+	deadline := time.Now().Add(3 * time.Minute) // the first run compiles the plugins
 	for {
 		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
 			d.url = "http://" + strings.TrimSpace(string(b))
