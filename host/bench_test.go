@@ -135,7 +135,7 @@ func BenchmarkWholeGroup(b *testing.B) {
 				}
 			})
 			b.Run("wasm", func(b *testing.B) {
-				benchAllocate(b, newRuntime(b, host.Config{}), name, want)
+				benchAllocate(b, newRuntime(b, host.Config{}), name, wholeGroupRequest(), want)
 			})
 			// The same without wazero's termination checks (WithCloseOnContextDone): what the
 			// deadline costs. Not a mode the product offers; see BENCHMARKS.md.
@@ -145,7 +145,7 @@ func BenchmarkWholeGroup(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { rt.Close(context.Background()) })
-				benchAllocate(b, rt, name, want)
+				benchAllocate(b, rt, name, wholeGroupRequest(), want)
 			})
 		})
 	}
@@ -153,14 +153,13 @@ func BenchmarkWholeGroup(b *testing.B) {
 
 // benchAllocate loads the built-in plugin name into rt, checks once that it answers want, and
 // measures Plugin.Allocate on the whole-group request.
-func benchAllocate(b *testing.B, rt *host.Runtime, name string, want [][]int) {
+func benchAllocate(b *testing.B, rt *host.Runtime, name string, req *abi.Request, want [][]int) {
 	ctx := context.Background()
 	p, err := rt.Load(ctx, name, wasmbuild.Bytes(b, "plugins/"+name+"/wasm"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { p.Close(context.Background()) })
-	req := wholeGroupRequest()
 	resp, err := p.Allocate(ctx, req)
 	if err != nil {
 		b.Fatal(err)

@@ -5,7 +5,6 @@ package host_test
 // command and the figures.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/host"
-	"github.com/allocd/allocd/internal/wasmbuild"
 	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/plugins/config"
 	"github.com/allocd/allocd/plugins/machineroom"
@@ -192,29 +190,7 @@ func BenchmarkRooms(b *testing.B) {
 				}
 			})
 			b.Run("wasm", func(b *testing.B) {
-				ctx := context.Background()
-				rt := newRuntime(b, host.Config{})
-				p, err := rt.Load(ctx, c.plugin, wasmbuild.Bytes(b, "plugins/"+c.plugin+"/wasm"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { p.Close(context.Background()) })
-				req := roomsRequest(c.with, c.inner)
-				resp, err := p.Allocate(ctx, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i, r := range resp.Results {
-					if r.Failed || !slices.Equal(r.Indices, want[i]) {
-						b.Fatalf("wasm and native disagree for consumer %d: %v / %v", i, r, want[i])
-					}
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, err := p.Allocate(ctx, req); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchAllocate(b, newRuntime(b, host.Config{}), c.plugin, roomsRequest(c.with, c.inner), want)
 			})
 		})
 	}
