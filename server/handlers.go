@@ -166,12 +166,8 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var timeout <-chan time.Time
-	if p.wait > 0 {
-		t := time.NewTimer(p.wait)
-		defer t.Stop()
-		timeout = t.C
-	}
+	timeout, stop := waitTimer(p.wait)
+	defer stop()
 	final := p.wait <= 0 || s.draining()
 	for {
 		a, changed, err := s.c.Poll(group, p.cid, p.topics)
@@ -181,21 +177,38 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) error {
 		if final || a.Newer(p.after) {
 			return writeJSON(w, http.StatusOK, a)
 		}
-		s.waiting.Add(1)
-		select {
-		case <-changed:
-		case <-timeout:
-			final = true
-		case <-s.drain:
-			final = true
-		case <-s.c.Done():
-			final = true
-		case <-r.Context().Done():
-			s.waiting.Add(-1)
-			return nil // the client has gone
+		var gone bool
+		if final, gone = s.await(r, changed, s.c.Done(), timeout); gone {
+			return nil
 		}
-		s.waiting.Add(-1)
 	}
+}
+
+// waitTimer is a long-poll's timeout: a channel that fires after d (never, for d <= 0), and the
+// function that stops its timer.
+func waitTimer(d time.Duration) (<-chan time.Time, func()) {
+	if d <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// await holds a long-poll until changed fires, or its timeout, the daemon's drain or done (when
+// not nil) ends the wait, in which case the next answer is final; gone: the client went away.
+func (s *Server) await(r *http.Request, changed, done <-chan struct{}, timeout <-chan time.Time) (final, gone bool) {
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	select {
+	case <-changed:
+		return false, false
+	case <-timeout:
+	case <-s.drain:
+	case <-done:
+	case <-r.Context().Done():
+		return false, true
+	}
+	return true, false
 }
 
 func (s *Server) preview(w http.ResponseWriter, r *http.Request) error {

@@ -76,12 +76,8 @@ func (s *Server) module(w http.ResponseWriter, r *http.Request) error {
 	if s.opts.Modules == nil {
 		return &apiError{status: http.StatusNotFound, msg: "plugin " + strconv.Quote(name) + " not found (this daemon serves no modules)"}
 	}
-	var timeout <-chan time.Time
-	if q.wait > 0 {
-		t := time.NewTimer(q.wait)
-		defer t.Stop()
-		timeout = t.C
-	}
+	timeout, stop := waitTimer(q.wait)
+	defer stop()
 	final := q.after == "" || q.wait <= 0 || s.draining()
 	for {
 		changed := s.opts.Modules.Changed() // before reading, so no change is missed
@@ -106,17 +102,9 @@ func (s *Server) module(w http.ResponseWriter, r *http.Request) error {
 			_, err := w.Write(wasm)
 			return err
 		}
-		s.waiting.Add(1)
-		select {
-		case <-changed:
-		case <-timeout:
-			final = true
-		case <-s.drain:
-			final = true
-		case <-r.Context().Done():
-			s.waiting.Add(-1)
-			return nil // the client has gone
+		var gone bool
+		if final, gone = s.await(r, changed, nil, timeout); gone {
+			return nil
 		}
-		s.waiting.Add(-1)
 	}
 }
