@@ -2,13 +2,10 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,26 +36,13 @@ func allocate(t *testing.T, stdin string, args ...string) []string {
 // error and its exit status.
 func allocateStatus(t *testing.T, stdin string, args ...string) (lines []string, stderr string, status int) {
 	t.Helper()
-	cmd := exec.Command(wasmbuild.Allocd(t), append([]string{"allocate", "--plugins-dir", wasmbuild.BuiltinPlugins(t),
-		"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache")}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		status = exit.ExitCode()
-	default:
-		t.Fatalf("allocd allocate %v: %v\n%s", args, err, errOut.String())
-	}
-	sc := bufio.NewScanner(&stdout)
+	stdout, stderr, status := runTool(t, "allocate", stdin, args...)
+	sc := bufio.NewScanner(strings.NewReader(stdout))
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
-	return lines, errOut.String(), status
+	return lines, stderr, status
 }
 
 // vectorLine is the `allocd allocate` request line of vector v under binding b: the fields the

@@ -23,9 +23,18 @@ const (
 // added) and returns its output and exit status.
 func checkRun(t *testing.T, args ...string) (stdout, stderr string, status int) {
 	t.Helper()
-	args = append([]string{"check"}, append(args, "--plugins-dir", wasmbuild.BuiltinPlugins(t),
-		"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache"))...)
+	return runTool(t, "check", "", args...)
+}
+
+// runTool runs the real binary's subcommand sub with the built plugins folder, the shared
+// compiled-code cache and args, stdin as its standard input, and returns what it wrote and its
+// exit status.
+func runTool(t *testing.T, sub, stdin string, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	args = append([]string{sub, "--plugins-dir", wasmbuild.BuiltinPlugins(t),
+		"--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache")}, args...)
 	cmd := exec.Command(wasmbuild.Allocd(t), args...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -35,7 +44,7 @@ func checkRun(t *testing.T, args ...string) (stdout, stderr string, status int) 
 	case errors.As(err, &exit):
 		status = exit.ExitCode()
 	default:
-		t.Fatalf("allocd %v: %v", args, err)
+		t.Fatalf("allocd %v: %v\n%s", args, err, errOut.String())
 	}
 	return out.String(), errOut.String(), status
 }
