@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,10 +22,16 @@ const DefaultTimeout = 10 * time.Second
 // member and assignment) stays far below it.
 const maxResponse = 64 << 20
 
-// Client talks to one allocd daemon. It is safe for concurrent use, and is meant to be shared:
+// Client talks to an allocd daemon, or to the replicas of one on etcd: given several URLs, it
+// sends each request to the replica that answered last, and on a connection error or a 503 (no
+// leader yet, the leader unreachable) tries the next, so a failover costs retries, not errors.
+// An answer naming the leader (the X-Allocd-Leader header) moves later requests to it, saving
+// the proxy hop through a follower. It is safe for concurrent use, and is meant to be shared:
 // every consumer and producer made from it uses its HTTP connections.
 type Client struct {
-	base    *url.URL
+	bases   []*url.URL // the daemon's replicas; one for a single daemon
+	baseErr error      // why the URLs given are not usable
+	cur     atomic.Int32
 	http    *http.Client
 	timeout time.Duration
 	agent   string
@@ -52,23 +59,48 @@ func WithTimeout(d time.Duration) Option {
 func WithUserAgent(ua string) Option { return func(c *Client) { c.agent = ua } }
 
 // New returns a client of the daemon at baseURL, such as "http://127.0.0.1:7420" (a bare
-// "host:port" means http). It does not contact the daemon; a malformed URL makes every call
-// fail with the parse error.
+// "host:port" means http), or of the replicas listed in it, comma-separated:
+// "http://a:7420,http://b:7420,http://c:7420" (WithEndpoints adds more). It does not contact
+// the daemon; a malformed URL makes every call fail with the parse error.
 func New(baseURL string, opts ...Option) *Client {
 	c := &Client{timeout: DefaultTimeout, agent: "allocd-go-client"}
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
-	if u, err := url.Parse(strings.TrimRight(baseURL, "/")); err == nil {
-		c.base = u
-	}
+	c.addEndpoints(strings.Split(baseURL, ","))
 	for _, o := range opts {
 		o(c)
 	}
 	if c.http == nil {
 		c.http = &http.Client{Transport: defaultTransport()}
 	}
+	if len(c.bases) == 0 && c.baseErr == nil {
+		c.baseErr = errors.New("no daemon URL given")
+	}
 	return c
+}
+
+// WithEndpoints adds daemon replicas to those New was given (New's baseURL may be "" then).
+func WithEndpoints(urls ...string) Option { return func(c *Client) { c.addEndpoints(urls) } }
+
+func (c *Client) addEndpoints(urls []string) {
+	for _, raw := range urls {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		if !strings.Contains(raw, "://") {
+			raw = "http://" + raw
+		}
+		u, err := url.Parse(strings.TrimRight(raw, "/"))
+		if err == nil && u.Host == "" {
+			err = errors.New("no host")
+		}
+		if err != nil {
+			if c.baseErr == nil {
+				c.baseErr = fmt.Errorf("daemon URL %q: %w", raw, err)
+			}
+			continue
+		}
+		c.bases = append(c.bases, u)
+	}
 }
 
 // defaultTransport is http.DefaultTransport with room for many idle connections to the one
@@ -85,12 +117,85 @@ func defaultTransport() http.RoundTripper {
 	return t
 }
 
-// BaseURL is the daemon's address as the client uses it.
+// BaseURL is the address of the daemon (the replica) the client sends its next request to.
 func (c *Client) BaseURL() string {
-	if c.base == nil {
+	if c.baseErr != nil {
 		return ""
 	}
-	return c.base.String()
+	return c.bases[int(c.cur.Load())%len(c.bases)].String()
+}
+
+// Endpoints lists the daemon URLs the client was given, in order.
+func (c *Client) Endpoints() []string {
+	out := make([]string, len(c.bases))
+	for i, u := range c.bases {
+		out[i] = u.String()
+	}
+	return out
+}
+
+// leaderHeader names, on a replica's answer, the leader that computed it.
+const leaderHeader = "X-Allocd-Leader"
+
+// send sends one request, failing over among the replicas: on a connection error or a 503 it
+// tries the next, each once, and returns the last failure if none answers. body is re-sent to
+// each. The caller closes the answer's body.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
+	if c.baseErr != nil {
+		return nil, fmt.Errorf("allocd: %s %s: %w", method, path, c.baseErr)
+	}
+	start := int(c.cur.Load())
+	var lastErr error
+	for i := range len(c.bases) {
+		n := (start + i) % len(c.bases)
+		target := c.bases[n].String() + path
+		if len(query) > 0 {
+			target += "?" + query.Encode()
+		}
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, target, rd)
+		if err != nil {
+			return nil, fmt.Errorf("allocd: %s %s: %w", method, path, err)
+		}
+		req.Header = header.Clone()
+		if c.agent != "" {
+			req.Header.Set("User-Agent", c.agent)
+		}
+		resp, err := c.http.Do(req)
+		last := i == len(c.bases)-1
+		switch {
+		case err != nil:
+			lastErr = fmt.Errorf("allocd: %s %s: %w", method, path, unwrapURLError(err))
+			if ctx.Err() != nil || last {
+				return nil, lastErr
+			}
+			continue
+		case resp.StatusCode == http.StatusServiceUnavailable && !last:
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			continue
+		}
+		c.cur.Store(int32(c.leaderIndex(resp.Header.Get(leaderHeader), n)))
+		return resp, nil
+	}
+	return nil, lastErr
+}
+
+// leaderIndex is the index of the endpoint named leader, or else n.
+func (c *Client) leaderIndex(leader string, n int) int {
+	if leader == "" {
+		return n
+	}
+	leader = strings.TrimRight(leader, "/")
+	for i, u := range c.bases {
+		if u.String() == leader {
+			return i
+		}
+	}
+	return n
 }
 
 // DefaultCID is a client id in RocketMQ's style, host@pid: unique per process on a host.
@@ -143,40 +248,24 @@ func permanent(err error) bool {
 // do sends one request with a JSON body (if in is not nil) and decodes a 2xx answer into out
 // (if not nil). timeout 0 means the client's.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, timeout time.Duration) error {
-	if c.base == nil {
-		return errors.New("allocd: the client's base URL is not a valid URL")
-	}
 	if timeout <= 0 {
 		timeout = c.timeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	target := c.base.String() + path
-	if len(query) > 0 {
-		target += "?" + query.Encode()
-	}
-	var body io.Reader
+	var body []byte
+	header := http.Header{"Accept": {"application/json"}}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("allocd: %s %s: encoding the request: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
+		header.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	resp, err := c.send(ctx, method, path, query, body, header)
 	if err != nil {
-		return fmt.Errorf("allocd: %s %s: %w", method, path, err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.agent != "" {
-		req.Header.Set("User-Agent", c.agent)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("allocd: %s %s: %w", method, path, unwrapURLError(err))
+		return err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))

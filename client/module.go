@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,9 +34,6 @@ type Module struct {
 // means the daemon's default wait (30 s). The bytes are checked against the ETag, so a module
 // cut short or damaged on the way is an error, never returned.
 func (c *Client) Module(ctx context.Context, name, after string, wait time.Duration) (*Module, error) {
-	if c.base == nil {
-		return nil, errors.New("allocd: the client's base URL is not a valid URL")
-	}
 	path := "/v1/plugins/" + seg(name) + "/module"
 	q := url.Values{}
 	timeout := c.timeout
@@ -51,21 +47,9 @@ func (c *Client) Module(ctx context.Context, name, after string, wait time.Durat
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	target := c.base.String() + path
-	if len(q) > 0 {
-		target += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	resp, err := c.send(ctx, http.MethodGet, path, q, nil, http.Header{"Accept": {"application/wasm"}})
 	if err != nil {
-		return nil, fmt.Errorf("allocd: GET %s: %w", path, err)
-	}
-	req.Header.Set("Accept", "application/wasm")
-	if c.agent != "" {
-		req.Header.Set("User-Agent", c.agent)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("allocd: GET %s: %w", path, unwrapURLError(err))
+		return nil, err
 	}
 	defer resp.Body.Close()
 	etag := strings.Trim(resp.Header.Get("ETag"), `"`)
