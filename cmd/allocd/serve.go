@@ -56,6 +56,7 @@ type serveFlags struct {
 	createStore                                                 bool
 	historyLimit                                                int
 	historyMaxAge                                               time.Duration
+	etcd                                                        etcdFlags // serve_ha.go
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -80,6 +81,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.maxWait, "max-wait", server.DefaultMaxWait, "longest wait a long-poll may ask for")
 	fs.IntVar(&f.historyLimit, "history-limit", coordinator.DefaultHistoryLimit, "generations of history kept per (group, topic) (-1: no limit)")
 	fs.DurationVar(&f.historyMaxAge, "history-max-age", coordinator.DefaultHistoryMaxAge, "drop history older than this, keeping the newest generation (-1ns: no limit)")
+	f.etcd.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
@@ -126,6 +128,9 @@ SIGTERM or SIGINT shuts down gracefully.
 	case f.historyMaxAge == 0:
 		return nil, usageErr("--history-max-age 0: want a positive age, or a negative one for no limit")
 	}
+	if err := f.etcd.check(); err != nil {
+		return nil, err
+	}
 	if err := f.defaultDirs(dataDirErr); err != nil {
 		return nil, err
 	}
@@ -157,16 +162,27 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return err
 	}
 
-	st, err := store.Open(f.dataDir, store.Options{CreateEmpty: f.createStore})
-	if err != nil {
-		return err
+	var st store.Store
+	var haSt *haOpen // --etcd: serve_ha.go
+	var closeStore func() error
+	if f.etcd.enabled() {
+		if haSt, err = openHA(ctx, f, log); err != nil {
+			return err
+		}
+		st, closeStore = haSt.store, haSt.Close
+	} else {
+		bolt, err := store.Open(f.dataDir, store.Options{CreateEmpty: f.createStore})
+		if err != nil {
+			return err
+		}
+		log.Info().Str("path", bolt.Path()).Msg("store opened")
+		st, closeStore = bolt, bolt.Close
 	}
 	defer func() {
-		if err := st.Close(); err != nil {
+		if err := closeStore(); err != nil {
 			log.Error().Err(err).Msg("closing the store")
 		}
 	}()
-	log.Info().Str("path", st.Path()).Msg("store opened")
 
 	// Listen at once: compiling the plugins on a first start takes seconds each, and until
 	// they are loaded the daemon answers /healthz, and 503 with the progress everywhere else.
@@ -210,8 +226,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	defer rt.Close(context.Background())
 
-	keeper, err := registry.NewDirKeeper(filepath.Join(f.dataDir, keptPluginsDir))
-	if err != nil {
+	var keeper registry.Keeper
+	if haSt != nil && haSt.keeper != nil {
+		keeper = haSt.keeper // every replica serves the same bytes
+	} else if keeper, err = registry.NewDirKeeper(filepath.Join(f.dataDir, keptPluginsDir)); err != nil {
 		return err
 	}
 	// The registry asks whether a binding still uses a plugin whose file was removed; the
@@ -244,6 +262,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer reg.Close()
 	if err := metrics.Register(pluginCollector{reg}); err != nil {
 		return err
+	}
+	if haSt != nil {
+		return serveHA(ctx, haServe{
+			f: f, log: log, cfg: cfg, ha: haSt, addr: addr, handler: &handler, httpSrv: httpSrv, serveErr: serveErr,
+			metrics: metrics, reg: reg, coord: &coord,
+		})
 	}
 
 	c, err := coordinator.New(coordinator.Options{

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,52 @@ func TestServeConfigFile(t *testing.T) {
 	}
 	if cfg, err := readServeConfig(""); err != nil || len(cfg.Topics)+len(cfg.Groups) != 0 {
 		t.Fatalf("no file: %+v, %v", cfg, err)
+	}
+}
+
+func TestServeEtcdFlags(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	f, err := parseServeFlags([]string{"--etcd", "http://127.0.0.1:2379, http://127.0.0.1:22379"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.etcd.urls(); len(got) != 2 || got[1] != "http://127.0.0.1:22379" || f.etcd.prefix != "/allocd/" || f.etcd.sessionTTL != DefaultSessionTTL {
+		t.Fatalf("etcd flags: %+v", f.etcd)
+	}
+	if u, err := f.etcd.advertiseURL("127.0.0.1:7420"); err != nil || u != "http://127.0.0.1:7420" {
+		t.Fatalf("advertised URL from the listen address: %q, %v", u, err)
+	}
+	if _, err := f.etcd.advertiseURL("[::]:7420"); err == nil || !strings.Contains(err.Error(), "--advertise-url") {
+		t.Fatalf("a wildcard listen address without --advertise-url: %v", err)
+	}
+	for args, want := range map[string]string{
+		"--etcd-cert c.pem":                                 "--etcd-cert is set but --etcd is not",
+		"--etcd 127.0.0.1:2379":                             "want URLs such as",
+		"--etcd http://e:2379 --etcd-session-ttl 1s":        "below etcd's minimum",
+		"--etcd http://e:2379 --etcd-session-ttl 2500ms":    "whole seconds",
+		"--etcd http://e:2379 --etcd-prefix allocd":         "must start and end with /",
+		"--etcd http://e:2379 --etcd-cert c.pem":            "go together",
+		"--etcd http://e:2379 --advertise-url 10.0.0.1:742": "--advertise-url",
+	} {
+		if _, err := parseServeFlags(strings.Fields(args), io.Discard); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("serve %s: %v, want %q", args, err, want)
+		}
+	}
+}
+
+// The daemon speaks to etcd as a client; the etcd server stays out of the binary.
+func TestBinaryDoesNotLinkTheEtcdServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := string(out)
+	if !strings.Contains(deps, "go.etcd.io/etcd/client/v3/concurrency") {
+		t.Fatal("the etcd client is not among the dependencies: is this list of the daemon's?")
+	}
+	for _, l := range strings.Split(deps, "\n") {
+		if strings.HasPrefix(l, "go.etcd.io/etcd/server/") {
+			t.Fatalf("the daemon links the etcd server: %s", l)
+		}
 	}
 }

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/ha"
+	"github.com/allocd/allocd/registry"
+	"github.com/allocd/allocd/server"
+	"github.com/allocd/allocd/store"
+)
+
+// High availability: with --etcd, the replicas of a daemon keep their state in etcd and elect
+// one leader (package ha); only the leader runs a coordinator, built from the store at each won
+// election, and every other replica proxies the API to it.
+
+// DefaultSessionTTL is --etcd-session-ttl's default. Failover takes about one TTL after a
+// leader dies (its lease must run out), so shorter is faster; but a TTL must outlast what
+// etcd itself takes to change its own leader (about a second with its defaults) plus a slow
+// keep-alive, or a healthy leader steps down for nothing. 5 s keeps failover far below the
+// session timeout members are dropped after (30 s), so no member is lost to it.
+const DefaultSessionTTL = 5 * time.Second
+
+// etcdFlags are serve's flags of the etcd mode.
+type etcdFlags struct {
+	endpoints              string
+	prefix                 string
+	cacert, cert, key      string
+	sessionTTL             time.Duration
+	advertise              string
+	dialTimeout, opTimeout time.Duration
+}
+
+func (e *etcdFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.endpoints, "etcd", "", "comma-separated etcd client URLs: keep the state in etcd and run as one of several replicas, one elected leader (default: the bbolt file in --data-dir)")
+	fs.StringVar(&e.prefix, "etcd-prefix", "/allocd/", "key prefix of this daemon's state in etcd (replicas of one daemon share it)")
+	fs.StringVar(&e.cacert, "etcd-cacert", "", "PEM file of the CA certificates that etcd's server certificate is checked against")
+	fs.StringVar(&e.cert, "etcd-cert", "", "PEM client certificate for etcd (with --etcd-key)")
+	fs.StringVar(&e.key, "etcd-key", "", "PEM private key of --etcd-cert")
+	fs.DurationVar(&e.sessionTTL, "etcd-session-ttl", DefaultSessionTTL, "TTL of the leader's etcd session (at least 2s, whole seconds): a dead leader is replaced after about this long")
+	fs.DurationVar(&e.opTimeout, "etcd-timeout", 5*time.Second, "deadline of each etcd request")
+	fs.StringVar(&e.advertise, "advertise-url", "", "URL other replicas proxy the API to when this replica leads (default: http:// and the address listened on)")
+	e.dialTimeout = 5 * time.Second
+}
+
+func (e *etcdFlags) enabled() bool { return e.endpoints != "" }
+
+func (e *etcdFlags) check() error {
+	if !e.enabled() {
+		for name, v := range map[string]string{"--etcd-cacert": e.cacert, "--etcd-cert": e.cert, "--etcd-key": e.key, "--advertise-url": e.advertise} {
+			if v != "" {
+				return usageErr("%s is set but --etcd is not", name)
+			}
+		}
+		return nil
+	}
+	for _, ep := range e.urls() {
+		u, err := url.Parse(ep)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return usageErr("--etcd %q: want URLs such as http://127.0.0.1:2379", ep)
+		}
+	}
+	switch {
+	case !strings.HasPrefix(e.prefix, "/") || !strings.HasSuffix(e.prefix, "/"):
+		return usageErr("--etcd-prefix %q must start and end with /", e.prefix)
+	case e.sessionTTL < ha.MinTTL:
+		return usageErr("--etcd-session-ttl %v is below etcd's minimum lease TTL of %v", e.sessionTTL, ha.MinTTL)
+	case e.sessionTTL%time.Second != 0:
+		return usageErr("--etcd-session-ttl %v: etcd leases count whole seconds", e.sessionTTL)
+	case (e.cert == "") != (e.key == ""):
+		return usageErr("--etcd-cert and --etcd-key go together")
+	case e.opTimeout <= 0:
+		return usageErr("--etcd-timeout %v must be positive", e.opTimeout)
+	}
+	if e.advertise != "" {
+		if u, err := url.Parse(e.advertise); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return usageErr("--advertise-url %q: want a URL such as http://10.0.0.5:7420", e.advertise)
+		}
+	}
+	return nil
+}
+
+func (e *etcdFlags) urls() []string {
+	var out []string
+	for _, s := range strings.Split(e.endpoints, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// advertiseURL is --advertise-url, or the address listened on. A wildcard address says nothing
+// to the other replicas, so it needs the flag.
+func (e *etcdFlags) advertiseURL(addr string) (string, error) {
+	if e.advertise != "" {
+		return strings.TrimRight(e.advertise, "/"), nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		return "", fmt.Errorf("--listen %s is on every interface: set --advertise-url to the URL the other replicas reach this one at", addr)
+	}
+	return "http://" + addr, nil
+}
+
+// client connects to etcd. The connection is lazy: an etcd down at start costs retries, not a
+// refusal to start.
+func (e *etcdFlags) client() (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: e.urls(), DialTimeout: e.dialTimeout, Logger: zap.NewNop(), DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second}
+	if e.cacert != "" || e.cert != "" || strings.Contains(e.endpoints, "https://") {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if e.cacert != "" {
+			b, err := os.ReadFile(e.cacert)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-cacert: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(b) {
+				return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", e.cacert)
+			}
+			tc.RootCAs = pool
+		}
+		if e.cert != "" {
+			pair, err := tls.LoadX509KeyPair(e.cert, e.key)
+			if err != nil {
+				return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--etcd %s: %w", e.endpoints, err)
+	}
+	return cli, nil
+}
+
+// fencedStore is the store of the etcd mode: every write succeeds only while the fence key has
+// the creation revision set, and fails with store.ErrFenced otherwise.
+type fencedStore interface {
+	store.Store
+	SetFence(key string, createRevision int64)
+	ClearFence()
+}
+
+// haOpen is what --etcd needs besides the flags: the store and the plugin keeper on etcd.
+type haOpen struct {
+	cli    *clientv3.Client
+	store  fencedStore
+	keeper registry.Keeper // nil: the folder in --data-dir
+	// fenced is told of a write refused by the fence (the store's OnFenced).
+	fenced atomic.Pointer[func(error)]
+}
+
+// openHA connects to etcd and opens the store under the prefix.
+func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, error) {
+	cli, err := f.etcd.client()
+	if err != nil {
+		return nil, err
+	}
+	h := &haOpen{cli: cli}
+	st, err := openEtcdStore(ctx, cli, f.etcd.prefix, f.etcd.opTimeout, func(err error) {
+		if fn := h.fenced.Load(); fn != nil {
+			(*fn)(err)
+		}
+	})
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("--etcd %s: opening the store under %s: %w", f.etcd.endpoints, f.etcd.prefix, err)
+	}
+	h.store = st
+	if k, ok := st.(registry.Keeper); ok {
+		h.keeper = k
+	}
+	log.Info().Strs("etcd", f.etcd.urls()).Str("prefix", f.etcd.prefix).Msg("store opened on etcd")
+	return h, nil
+}
+
+func (h *haOpen) Close() error {
+	err := h.store.Close()
+	return errors.Join(err, h.cli.Close())
+}
+
+// haServe is what serveHA shares with runServe.
+type haServe struct {
+	f        *serveFlags
+	log      zerolog.Logger
+	cfg      *serveConfig
+	ha       *haOpen
+	addr     string
+	handler  *atomic.Pointer[http.Handler]
+	httpSrv  *http.Server
+	serveErr <-chan error
+	metrics  *prometheus.Registry
+	reg      *registry.Registry
+	coord    *atomic.Pointer[coordinator.Coordinator]
+}
+
+// serveHA runs a replica: the election, a coordinator and API server for each term won, the
+// router in front, until ctx ends.
+func serveHA(ctx context.Context, s haServe) error {
+	f, log := s.f, s.log
+	self, err := f.etcd.advertiseURL(s.addr)
+	if err != nil {
+		return err
+	}
+	var term termGatherer
+	gatherer := prometheus.Gatherers{s.metrics, &term}
+	modules := newModuleServer(s.reg)
+	var router *ha.Router
+	el, err := ha.New(ha.Config{
+		Client: s.ha.cli, Prefix: f.etcd.prefix + "leader", Value: self, TTL: f.etcd.sessionTTL,
+		Logger: log, Metrics: s.metrics,
+		Lead: func(ctx context.Context, t ha.Term) error {
+			return leadTerm(ctx, s, t, router, modules, &term)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	stepDown := el.Fenced
+	s.ha.fenced.Store(&stepDown)
+	router = ha.NewRouter(el, self, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	s.handler.Store(ptr[http.Handler](router))
+
+	events, unsubscribe := s.reg.Subscribe()
+	defer unsubscribe()
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() {
+		if err := s.reg.Run(runCtx); err != nil && !errors.Is(err, registry.ErrClosed) {
+			errs <- fmt.Errorf("plugin registry: %w", err)
+		}
+	})
+	elDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(elDone)
+		el.Run(runCtx)
+	})
+	wg.Go(func() {
+		for e := range events {
+			if e.Kind != registry.Failed {
+				modules.changed()
+			}
+			c := s.coord.Load()
+			if c == nil {
+				continue // the next term reads the registry's status
+			}
+			switch e.Kind {
+			case registry.Loaded, registry.Reloaded:
+				c.PluginChanged(e.Name, e.Hash)
+			case registry.Removed:
+				c.PluginChanged(e.Name, "")
+			}
+		}
+	})
+	log.Info().Str("addr", s.addr).Str("advertise", self).Dur("sessionTTL", f.etcd.sessionTTL).
+		Int("plugins", len(s.reg.Status())).Msg("allocd replica serving; campaigning for leadership")
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down: stepping down and draining requests")
+	case err := <-s.serveErr:
+		failure = fmt.Errorf("http: %w", err)
+	case err := <-errs:
+		failure = err
+	}
+	// Step down first (the lease is revoked, so another replica takes over at once), then
+	// finish the requests still running.
+	stop()
+	<-elDone
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := s.httpSrv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("requests still running at the shutdown deadline were cut")
+		s.httpSrv.Close()
+	}
+	unsubscribe()
+	wg.Wait()
+	if failure != nil {
+		return failure
+	}
+	log.Info().Msg("allocd stopped")
+	return nil
+}
+
+// leadTerm runs one term: the store fenced by the term's key, a coordinator loaded from it (so
+// the state is what the last leader wrote, and its restart grace lets members re-heartbeat
+// before a new generation is published), and the API served from it, until ctx ends.
+func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modules *moduleServer, term *termGatherer) error {
+	f, log := s.f, s.log.With().Int64("term", t.Rev).Logger()
+	st := s.ha.store
+	st.SetFence(t.Key, t.Rev)
+	defer st.ClearFence()
+	metrics := prometheus.NewRegistry()
+	c, err := coordinator.New(coordinator.Options{
+		Store: st, Allocator: registryAllocator{s.reg}, Logger: log, Metrics: metrics,
+		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
+		CheckStrategy: func(name string) error { return checkLoaded(s.reg, name) },
+		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
+	})
+	if err != nil {
+		return fmt.Errorf("loading the state: %w", err)
+	}
+	defer c.Close()
+	for _, p := range s.reg.Status() {
+		if p.ActiveHash != "" {
+			c.PluginChanged(p.Name, p.ActiveHash)
+		}
+	}
+	if err := s.cfg.apply(c); err != nil {
+		// The same file at every replica: a bad one is reported, not a reason to give up the term.
+		log.Error().Err(err).Str("config", f.configFile).Msg("applying --config")
+	}
+	srv, err := server.New(server.Options{
+		Coordinator: c, Plugins: pluginStatus{s.reg}, Modules: modules, Logger: log, Metrics: metrics, MaxWait: f.maxWait,
+		Ready:    func() error { return pluginsReady(c, s.reg) },
+		Warnings: func() []string { return pluginWarnings(s.reg) },
+	})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	runCtx, stop := context.WithCancel(ctx)
+	wg.Go(func() {
+		if err := c.Run(runCtx); err != nil {
+			errs <- fmt.Errorf("coordinator: %w", err)
+		}
+	})
+	wg.Go(func() {
+		if err := c.RunLocks(runCtx); err != nil {
+			errs <- fmt.Errorf("locks: %w", err)
+		}
+	})
+	term.set(metrics)
+	s.coord.Store(c)
+	router.SetLeading(srv.Handler())
+	grace, active := c.Grace()
+	ev := log.Info().Str("key", t.Key)
+	if active {
+		ev = ev.Time("restartGraceUntil", grace)
+	}
+	ev.Msg("leading: state loaded from etcd")
+
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	router.SetLeading(nil)
+	s.coord.Store(nil)
+	srv.Drain()
+	stop()
+	wg.Wait()
+	term.set(nil)
+	return err
+}
+
+// termGatherer gathers the current term's metrics (the coordinator's and the API's), none
+// between terms.
+type termGatherer struct{ p atomic.Pointer[prometheus.Registry] }
+
+func (g *termGatherer) set(r *prometheus.Registry) { g.p.Store(r) }
+
+func (g *termGatherer) Gather() ([]*dto.MetricFamily, error) {
+	if r := g.p.Load(); r != nil {
+		return r.Gather()
+	}
+	return nil, nil
+}
