@@ -385,7 +385,9 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 
 // termGatherer gathers the current term's metrics (the coordinator's and the API's), none
 // between terms.
-type termGatherer struct{ p atomic.Pointer[prometheus.Registry] }
+type termGatherer struct {
+	p atomic.Pointer[prometheus.Registry]
+}
 
 func (g *termGatherer) set(r *prometheus.Registry) { g.p.Store(r) }
 
