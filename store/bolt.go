@@ -336,11 +336,8 @@ func (s *Bolt) View(fn func(Tx) error) error {
 type boltTx struct{ tx *bolt.Tx }
 
 func (t boltTx) bucket(name string, create bool) (*bolt.Bucket, error) {
-	if name == "" {
-		return nil, &Error{Op: "bucket", Err: errors.New("empty bucket name")}
-	}
-	if reserved(name) {
-		return nil, &Error{Op: fmt.Sprintf("bucket %q", name), Err: ErrReserved}
+	if err := CheckBucket(name); err != nil {
+		return nil, err
 	}
 	if !create || !t.tx.Writable() {
 		return t.tx.Bucket([]byte(name)), nil

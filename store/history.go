@@ -107,6 +107,9 @@ func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func
 
 // DeleteHistory removes every history record of a group.
 func DeleteHistory(tx Tx, group string) error {
+	if pd, ok := tx.(PrefixDeleter); ok {
+		return pd.DeletePrefix(HistoryBucket, HistoryGroupPrefix(group))
+	}
 	var keys []string
 	if err := tx.List(HistoryBucket, HistoryGroupPrefix(group), func(key string, _ []byte) error {
 		keys = append(keys, key)

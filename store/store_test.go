@@ -2,20 +2,18 @@ package store_test
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/store"
+	"github.com/allocd/allocd/store/storetest"
 )
 
 func open(t *testing.T, dir string) *store.Bolt {
@@ -32,210 +30,22 @@ func topic(name string, read int) store.Topic {
 	return store.Topic{Name: name, Brokers: []store.Broker{{Name: "broker-a", ReadQueues: read, WriteQueues: read}}}
 }
 
-func TestTopics(t *testing.T) {
-	s := open(t, t.TempDir())
-	if _, err := s.GetTopic("T"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("GetTopic of an absent topic: %v, want ErrNotFound", err)
-	}
-	for _, name := range []string{"T2", "T1", "T3"} {
-		if err := s.PutTopic(topic(name, 4)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.PutTopic(topic("T1", 8)); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.GetTopic("T1")
-	if err != nil || !reflect.DeepEqual(got, topic("T1", 8)) {
-		t.Fatalf("GetTopic(T1) = %+v, %v", got, err)
-	}
-	if err := s.DeleteTopic("T2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteTopic("T2"); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"T2"`) {
-		t.Fatalf("second DeleteTopic: %v, want ErrNotFound naming T2", err)
-	}
-	list, err := s.ListTopics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []store.Topic{topic("T1", 8), topic("T3", 4)}; !reflect.DeepEqual(list, want) {
-		t.Fatalf("ListTopics = %+v, want %+v", list, want)
-	}
+// The bbolt store runs the suite every store shares.
+func TestShared(t *testing.T) {
+	storetest.Run(t, storetest.Factory{
+		New: func(t *testing.T) storetest.Store { return open(t, t.TempDir()) },
+		Reopen: func(t *testing.T, s storetest.Store) storetest.Store {
+			return open(t, filepath.Dir(s.(*store.Bolt).Path()))
+		},
+	})
 }
 
-func TestGroupsAndGenerations(t *testing.T) {
-	s := open(t, t.TempDir())
-	g := store.Group{Name: "g", Binding: store.Binding{Strategy: "hash", Config: map[string]string{"vnodes": "10"}, Model: store.Clustering, Delivery: store.QueueDelivery}}
-	if err := s.PutGroup(g); err != nil {
-		t.Fatal(err)
-	}
-	// "g" is a prefix of "g2": deleting g must not touch g2's generations.
-	if err := s.PutGroup(store.Group{Name: "g2", Binding: store.Binding{Strategy: "averagely"}}); err != nil {
-		t.Fatal(err)
-	}
-	q := abi.Queue{Topic: "T", BrokerName: "b", QueueID: 1}
-	gens := []store.Generation{
-		{Group: "g", Topic: "T", Number: 3, Assignment: map[string][]abi.Queue{"c1": {q}}, CIDs: map[string]string{"c1": "c1"}, Inputs: "x", At: time.Unix(100, 0).UTC()},
-		{Group: "g", Topic: "U", Number: 1},
-		{Group: "g2", Topic: "T", Number: 7},
-	}
-	if err := s.PutGenerations(gens...); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.ListGenerations()
-	if err != nil || !reflect.DeepEqual(got, gens) {
-		t.Fatalf("ListGenerations = %+v, %v; want %+v", got, err, gens)
-	}
-	gg, err := s.GetGroup("g")
-	if err != nil || !reflect.DeepEqual(gg, g) {
-		t.Fatalf("GetGroup = %+v, %v", gg, err)
-	}
-	if err := s.DeleteGroup("g"); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = s.ListGenerations()
-	if len(got) != 1 || got[0].Group != "g2" {
-		t.Fatalf("after DeleteGroup(g), generations %+v, want only g2's", got)
-	}
-	if err := s.DeleteGroup("g"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("second DeleteGroup: %v", err)
-	}
-	groups, _ := s.ListGroups()
-	if len(groups) != 1 || groups[0].Name != "g2" {
-		t.Fatalf("ListGroups = %+v", groups)
-	}
-}
-
-func TestBadNames(t *testing.T) {
-	s := open(t, t.TempDir())
-	for _, err := range []error{
-		s.PutTopic(store.Topic{}),
-		s.PutGroup(store.Group{Name: "a\x00b"}),
-		s.PutGenerations(store.Generation{Group: "g"}),
-	} {
-		if err == nil {
-			t.Error("a bad name was accepted")
-		}
-	}
-}
-
-func TestBuckets(t *testing.T) {
-	s := open(t, t.TempDir())
-	err := s.Update(func(tx store.Tx) error {
-		for _, k := range []string{"lease/b", "lease/a", "other"} {
-			if err := tx.Put("locks", k, []byte("v-"+k)); err != nil {
-				return err
-			}
-		}
-		n, err := tx.NextSequence("locks")
-		if err != nil || n != 1 {
-			return fmt.Errorf("first sequence %d, %v", n, err)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A failing transaction leaves nothing behind.
-	boom := errors.New("boom")
-	err = s.Update(func(tx store.Tx) error {
-		if err := tx.Put("locks", "lease/c", []byte("x")); err != nil {
-			return err
-		}
-		if _, err := tx.NextSequence("locks"); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("Update returned %v, want boom", err)
-	}
-	err = s.View(func(tx store.Tx) error {
-		var keys []string
-		if err := tx.List("locks", "lease/", func(k string, v []byte) error {
-			keys = append(keys, k+"="+string(v))
-			return nil
-		}); err != nil {
-			return err
-		}
-		if want := []string{"lease/a=v-lease/a", "lease/b=v-lease/b"}; !reflect.DeepEqual(keys, want) {
-			return fmt.Errorf("List = %v, want %v", keys, want)
-		}
-		if _, ok, _ := tx.Get("locks", "lease/c"); ok {
-			return errors.New("a rolled-back write is visible")
-		}
-		if _, ok, err := tx.Get("nosuch", "k"); ok || err != nil {
-			return fmt.Errorf("Get on an absent bucket: %v, %v", ok, err)
-		}
-		if err := tx.Put("locks", "k", nil); err == nil {
-			return errors.New("Put in a read-only transaction succeeded")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Update(func(tx store.Tx) error {
-		if err := tx.Delete("locks", "lease/a"); err != nil {
-			return err
-		}
-		n, err := tx.NextSequence("locks")
-		if n != 2 {
-			return fmt.Errorf("sequence after a rolled-back one is %d, want 2 (%v)", n, err)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Update(func(tx store.Tx) error { return tx.Put("topics", "k", nil) })
-	if !errors.Is(err, store.ErrReserved) {
-		t.Fatalf("Put into a reserved bucket: %v", err)
-	}
-}
-
-func TestReopen(t *testing.T) {
+// The file is locked while open: a second daemon on the folder fails with a clear message.
+func TestSecondOpenRefused(t *testing.T) {
 	dir := t.TempDir()
-	s, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutTopic(topic("T", 4)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutGroup(store.Group{Name: "g", Binding: store.Binding{Strategy: "circle"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Update(func(tx store.Tx) error { _, err := tx.NextSequence("tokens"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	// The file is locked while open: a second daemon on the folder fails with a clear message.
+	open(t, dir)
 	if _, err := store.Open(dir, store.Options{LockTimeout: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "locked by another process") {
 		t.Fatalf("second Open: %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutTopic(topic("U", 1)); err == nil {
-		t.Fatal("PutTopic after Close succeeded")
-	}
-	s = open(t, dir)
-	if got, err := s.GetTopic("T"); err != nil || !reflect.DeepEqual(got, topic("T", 4)) {
-		t.Fatalf("after reopen GetTopic = %+v, %v", got, err)
-	}
-	if g, err := s.GetGroup("g"); err != nil || g.Strategy != "circle" {
-		t.Fatalf("after reopen GetGroup = %+v, %v", g, err)
-	}
-	err = s.Update(func(tx store.Tx) error {
-		n, err := tx.NextSequence("tokens")
-		if n != 2 {
-			return fmt.Errorf("sequence after reopen %d, want 2", n)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
