@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allocd/allocd/store/etcdstore"
 )
 
-// openEtcdStore opens the store on etcd under prefix.
+// openEtcdStore opens the store on etcd under prefix; etcd must answer within two timeouts.
 func openEtcdStore(ctx context.Context, cli *clientv3.Client, prefix string, timeout time.Duration, onFenced func(error)) (fencedStore, error) {
-	return nil, errors.New("the etcd store is not in this build yet")
+	ctx, cancel := context.WithTimeout(ctx, 2*timeout)
+	defer cancel()
+	return etcdstore.Open(ctx, cli, etcdstore.Options{Prefix: prefix, RequestTimeout: timeout, OnFenced: onFenced})
 }
