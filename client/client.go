@@ -32,7 +32,10 @@ type Client struct {
 	bases   []*url.URL // the daemon's replicas; one for a single daemon
 	baseErr error      // why the URLs given are not usable
 	cur     atomic.Int32
-	http    *http.Client
+	// failover is how long a client of several replicas keeps trying when none answers (an
+	// election running): DefaultFailoverWait unless set.
+	failover time.Duration
+	http     *http.Client
 	timeout time.Duration
 	agent   string
 }
@@ -55,6 +58,17 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
+// DefaultFailoverWait is how long a client of several replicas keeps trying a request while
+// none of them answers it (connection errors, 503 while they elect a leader): longer than a
+// failover takes with the daemon's default session TTL (5 s), so a failover costs latency and
+// no error.
+const DefaultFailoverWait = 15 * time.Second
+
+// WithFailoverWait sets how long a client of several replicas retries a request that none of
+// them answers, pausing between rounds (DefaultFailoverWait; 0 or less: one round, no wait).
+// Each attempt is still bounded by the request's timeout, and every wait by ctx.
+func WithFailoverWait(d time.Duration) Option { return func(c *Client) { c.failover = max(d, 0) } }
+
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.agent = ua } }
 
@@ -63,7 +77,7 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.agent = ua } }
 // "http://a:7420,http://b:7420,http://c:7420" (WithEndpoints adds more). It does not contact
 // the daemon; a malformed URL makes every call fail with the parse error.
 func New(baseURL string, opts ...Option) *Client {
-	c := &Client{timeout: DefaultTimeout, agent: "allocd-go-client"}
+	c := &Client{timeout: DefaultTimeout, agent: "allocd-go-client", failover: DefaultFailoverWait}
 	c.addEndpoints(strings.Split(baseURL, ","))
 	for _, o := range opts {
 		o(c)
@@ -138,50 +152,99 @@ func (c *Client) Endpoints() []string {
 const leaderHeader = "X-Allocd-Leader"
 
 // send sends one request, failing over among the replicas: on a connection error or a 503 it
-// tries the next, each once, and returns the last failure if none answers. body is re-sent to
-// each. The caller closes the answer's body.
-func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header) (*http.Response, error) {
+// tries the next; when every replica failed, a client of several pauses and goes round again
+// until its failover wait has passed, then returns the last failure. Each attempt is bounded
+// by timeout; body is re-sent to each. The caller closes the answer's body.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body []byte, header http.Header, timeout time.Duration) (*http.Response, error) {
 	if c.baseErr != nil {
 		return nil, fmt.Errorf("allocd: %s %s: %w", method, path, c.baseErr)
 	}
-	start := int(c.cur.Load())
-	var lastErr error
-	for i := range len(c.bases) {
-		n := (start + i) % len(c.bases)
-		target := c.bases[n].String() + path
-		if len(query) > 0 {
-			target += "?" + query.Encode()
-		}
-		var rd io.Reader
-		if body != nil {
-			rd = bytes.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, target, rd)
-		if err != nil {
-			return nil, fmt.Errorf("allocd: %s %s: %w", method, path, err)
-		}
-		req.Header = header.Clone()
-		if c.agent != "" {
-			req.Header.Set("User-Agent", c.agent)
-		}
-		resp, err := c.http.Do(req)
-		last := i == len(c.bases)-1
-		switch {
-		case err != nil:
-			lastErr = fmt.Errorf("allocd: %s %s: %w", method, path, unwrapURLError(err))
-			if ctx.Err() != nil || last {
-				return nil, lastErr
+	var giveUp time.Time // set after the first round
+	pause := failoverPause
+	for {
+		start := int(c.cur.Load())
+		var lastErr error
+		for i := range len(c.bases) {
+			n := (start + i) % len(c.bases)
+			lastRound := len(c.bases) == 1 || c.failover <= 0 || (!giveUp.IsZero() && time.Now().Add(pause).After(giveUp))
+			final := lastRound && i == len(c.bases)-1
+			resp, err := c.attempt(ctx, c.bases[n], method, path, query, body, header, timeout)
+			switch {
+			case err != nil:
+				lastErr = fmt.Errorf("allocd: %s %s: %w", method, path, unwrapURLError(err))
+				if ctx.Err() != nil || final {
+					return nil, lastErr
+				}
+				if errors.Is(err, context.DeadlineExceeded) && n == int(c.cur.Load()) {
+					c.cur.Store(int32((n + 1) % len(c.bases))) // a replica that hangs: start elsewhere next time
+				}
+				continue
+			case resp.StatusCode == http.StatusServiceUnavailable && !final:
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+				resp.Body.Close()
+				lastErr = &Error{Method: method, Path: path, StatusCode: resp.StatusCode}
+				continue
 			}
-			continue
-		case resp.StatusCode == http.StatusServiceUnavailable && !last:
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-			continue
+			c.cur.Store(int32(c.leaderIndex(resp.Header.Get(leaderHeader), n)))
+			return resp, nil
 		}
-		c.cur.Store(int32(c.leaderIndex(resp.Header.Get(leaderHeader), n)))
-		return resp, nil
+		if giveUp.IsZero() {
+			giveUp = time.Now().Add(c.failover)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, lastErr
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, maxFailoverPause)
 	}
-	return nil, lastErr
+}
+
+// The pause between rounds of a failover, doubling up to the maximum.
+const (
+	failoverPause    = 50 * time.Millisecond
+	maxFailoverPause = time.Second
+)
+
+// attempt sends one request to base; the answer's body, when there is one, ends the attempt's
+// timeout when closed.
+func (c *Client) attempt(ctx context.Context, base *url.URL, method, path string, query url.Values, body []byte, header http.Header, timeout time.Duration) (*http.Response, error) {
+	target := base.String() + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	req, err := http.NewRequestWithContext(actx, method, target, rd)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	req.Header = header.Clone()
+	if c.agent != "" {
+		req.Header.Set("User-Agent", c.agent)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{resp.Body, cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // leaderIndex is the index of the endpoint named leader, or else n.
@@ -251,8 +314,6 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if timeout <= 0 {
 		timeout = c.timeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var body []byte
 	header := http.Header{"Accept": {"application/json"}}
 	if in != nil {
@@ -263,7 +324,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		body = b
 		header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.send(ctx, method, path, query, body, header)
+	resp, err := c.send(ctx, method, path, query, body, header, timeout)
 	if err != nil {
 		return err
 	}

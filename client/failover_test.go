@@ -69,7 +69,7 @@ func TestClientFindsTheLeader(t *testing.T) {
 	dead, follower, leader := newReplica(t, e), newReplica(t, e), newReplica(t, e)
 	dead.kill()
 	leader.leading.Store(true)
-	c := client.New(dead.ts.URL+","+follower.ts.URL+","+leader.ts.URL, client.WithTimeout(5*time.Second))
+	c := client.New(dead.ts.URL+","+follower.ts.URL+","+leader.ts.URL, client.WithTimeout(5*time.Second), client.WithFailoverWait(300*time.Millisecond))
 	ctx := context.Background()
 	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 4, WriteQueues: 4}}); err != nil {
 		t.Fatalf("with one replica dead and one without a leader: %v", err)
@@ -86,10 +86,46 @@ func TestClientFindsTheLeader(t *testing.T) {
 	if follower.hits.Load() != before {
 		t.Fatal("requests kept going to a replica that does not lead")
 	}
-	// Every replica down or leaderless: the last failure comes back, a 503 the consumer retries.
+	// Every replica down or leaderless: the client goes round them for its failover wait,
+	// then returns the last failure, a 503.
 	leader.leading.Store(false)
+	before = leader.hits.Load()
 	if _, err := c.ListTopics(ctx); client.StatusCode(err) != http.StatusServiceUnavailable {
 		t.Fatalf("no leader anywhere: %v, want a 503", err)
+	}
+	if rounds := leader.hits.Load() - before; rounds < 2 {
+		t.Fatalf("the client asked the replicas %d times in its failover wait, want several rounds", rounds)
+	}
+	// A single daemon: no failover wait, the 503 comes back at once.
+	one := newReplica(t, e)
+	if _, err := client.New(one.ts.URL).ListTopics(ctx); client.StatusCode(err) != http.StatusServiceUnavailable || one.hits.Load() != 1 {
+		t.Fatalf("a single daemon's 503: %v after %d requests", err, one.hits.Load())
+	}
+}
+
+// While the replicas elect a leader (every one answers 503), a call waits for the election
+// instead of failing.
+func TestClientWaitsOutAnElection(t *testing.T) {
+	e := newEnv(t)
+	a, b := newReplica(t, e), newReplica(t, e)
+	// b is elected once the replicas have been asked six times in all.
+	var asked atomic.Int64
+	elect := func(r *replica) http.Handler {
+		inner := r.ts.Config.Handler
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if asked.Add(1) == 6 {
+				b.leading.Store(true)
+			}
+			inner.ServeHTTP(w, req)
+		})
+	}
+	a.ts.Config.Handler, b.ts.Config.Handler = elect(a), elect(b)
+	c := client.New(a.ts.URL+","+b.ts.URL, client.WithTimeout(time.Second))
+	if _, err := c.ListTopics(context.Background()); err != nil {
+		t.Fatalf("a call during an election: %v", err)
+	}
+	if c.BaseURL() != b.ts.URL || asked.Load() < 6 {
+		t.Fatalf("after the election the client uses %s (asked %d times)", c.BaseURL(), asked.Load())
 	}
 }
 

@@ -45,9 +45,7 @@ func (c *Client) Module(ctx context.Context, name, after string, wait time.Durat
 		q.Set("wait", wait.String())
 		timeout += wait
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := c.send(ctx, http.MethodGet, path, q, nil, http.Header{"Accept": {"application/wasm"}})
+	resp, err := c.send(ctx, http.MethodGet, path, q, nil, http.Header{"Accept": {"application/wasm"}}, timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -167,11 +167,11 @@ func TestRouterDropsAnswerOfEndedTerm(t *testing.T) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"generation":7}`)
-	}))
+	}), 42)
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
 
-	if code, h, body := get(t, srv.URL+"/v1/now", nil); code != 200 || body["generation"] != 7.0 || h.Get(LeaderHeader) != "http://self" {
+	if code, h, body := get(t, srv.URL+"/v1/now", nil); code != 200 || body["generation"] != 7.0 || h.Get(LeaderHeader) != "http://self" || h.Get(TermHeader) != "42" {
 		t.Fatalf("a leader within its deadline answered %d %v (leader header %q)", code, body, h.Get(LeaderHeader))
 	}
 	type result struct {
@@ -191,7 +191,7 @@ func TestRouterDropsAnswerOfEndedTerm(t *testing.T) {
 	if r.code != http.StatusServiceUnavailable || r.hdr.Get("Retry-After") == "" || r.body["generation"] != nil {
 		t.Fatalf("the ended term's long-poll answered %d %v (Retry-After %q), want 503 with Retry-After and no assignment", r.code, r.body, r.hdr.Get("Retry-After"))
 	}
-	if !strings.Contains(r.body["error"].(string), "term ended") || r.hdr.Get(LeaderHeader) != "" {
+	if !strings.Contains(r.body["error"].(string), "term ended") || r.hdr.Get(LeaderHeader) != "" || r.hdr.Get(TermHeader) != "" {
 		t.Fatalf("503 body %v, leader header %q", r.body, r.hdr.Get(LeaderHeader))
 	}
 	// And nothing more is served from memory: no leader known, so 503 everywhere but the
@@ -249,10 +249,10 @@ func TestRouterLeaderReadyz(t *testing.T) {
 	rt.SetLeading(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(503)
 		io.WriteString(w, `{"error":"not ready: plugin x"}`)
-	}))
+	}), 42)
 	srv := httptest.NewServer(rt)
 	defer srv.Close()
-	if code, _, body := get(t, srv.URL+"/readyz", nil); code != 503 || body["role"] != "leader" || body["error"] != "not ready: plugin x" {
+	if code, _, body := get(t, srv.URL+"/readyz", nil); code != 503 || body["role"] != "leader" || body["term"] != "42" || body["error"] != "not ready: plugin x" {
 		t.Fatalf("leader /readyz: %d %v", code, body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -17,6 +18,10 @@ const ForwardedHeader = "X-Allocd-Forwarded-By"
 
 // LeaderHeader names, on every answer, the replica that computed it.
 const LeaderHeader = "X-Allocd-Leader"
+
+// TermHeader carries, on every answer of a leader, the creation revision of its election key:
+// the term that computed it. Terms only grow, so a client can drop an answer of an older term.
+const TermHeader = "X-Allocd-Term"
 
 // Leadership is what the Router asks of the election: the Elector, or a test's stand-in.
 type Leadership interface {
@@ -36,7 +41,7 @@ type Leadership interface {
 type Router struct {
 	l       Leadership
 	metrics http.Handler
-	leader  atomic.Pointer[http.Handler]
+	leader  atomic.Pointer[termHandler]
 	proxy   *httputil.ReverseProxy
 	self    string
 }
@@ -66,13 +71,19 @@ func NewRouter(l Leadership, self string, metrics http.Handler) *Router {
 
 type targetKey struct{}
 
-// SetLeading installs the handler of the term that began, or, with nil, removes it.
-func (rt *Router) SetLeading(h http.Handler) {
+type termHandler struct {
+	h    http.Handler
+	term string
+}
+
+// SetLeading installs the handler of the term that began (term: its election key's creation
+// revision), or, with nil, removes it.
+func (rt *Router) SetLeading(h http.Handler, term int64) {
 	if h == nil {
 		rt.leader.Store(nil)
 		return
 	}
-	rt.leader.Store(&h)
+	rt.leader.Store(&termHandler{h, strconv.FormatInt(term, 10)})
 }
 
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +103,8 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case role == RoleLeader && h != nil:
 		w.Header().Set(LeaderHeader, rt.self)
-		(*h).ServeHTTP(&gateWriter{ResponseWriter: w, l: rt.l}, r)
+		w.Header().Set(TermHeader, h.term)
+		h.h.ServeHTTP(&gateWriter{ResponseWriter: w, l: rt.l}, r)
 	case role == RoleFollower && r.Header.Get(ForwardedHeader) != "":
 		unavailable(w, "this replica ("+rt.self+") does not lead; "+r.Header.Get(ForwardedHeader)+" forwarded the request while the leadership was changing hands")
 	case role == RoleFollower:
@@ -116,7 +128,7 @@ func (rt *Router) readyz(w http.ResponseWriter, r *http.Request) {
 	case role == RoleLeader && h != nil:
 		// The term's own /readyz (plugins loaded, restart grace), with the role added.
 		rec := &recorder{header: http.Header{}}
-		(*h).ServeHTTP(rec, r)
+		h.h.ServeHTTP(rec, r)
 		body := map[string]any{}
 		if err := json.Unmarshal(rec.body.Bytes(), &body); err != nil {
 			body = map[string]any{"status": "not ready", "error": "the leader's readiness answer was not JSON: " + err.Error()}
@@ -126,7 +138,7 @@ func (rt *Router) readyz(w http.ResponseWriter, r *http.Request) {
 			unavailable(w, "no leader: this replica's term just ended")
 			return
 		}
-		body["role"], body["leader"] = string(RoleLeader), rt.self
+		body["role"], body["leader"], body["term"] = string(RoleLeader), rt.self, h.term
 		writeJSON(w, rec.status, body)
 	case role == RoleFollower:
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "role": string(RoleFollower), "leader": leader})
@@ -171,7 +183,7 @@ func (g *gateWriter) decide() {
 	g.decided = true
 	if !g.l.Leading() {
 		g.stale = true
-		for _, k := range []string{LeaderHeader, "ETag", "Content-Length"} {
+		for _, k := range []string{LeaderHeader, TermHeader, "ETag", "Content-Length"} {
 			g.ResponseWriter.Header().Del(k)
 		}
 		unavailable(g.ResponseWriter, "no leader: this replica's term ended before its answer was sent; retry shortly")

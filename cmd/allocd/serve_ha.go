@@ -362,7 +362,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	})
 	term.set(metrics)
 	s.coord.Store(c)
-	router.SetLeading(srv.Handler())
+	router.SetLeading(srv.Handler(), t.Rev)
 	grace, active := c.Grace()
 	ev := log.Info().Str("key", t.Key)
 	if active {
@@ -374,7 +374,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	case <-ctx.Done():
 	case err = <-errs:
 	}
-	router.SetLeading(nil)
+	router.SetLeading(nil, 0)
 	s.coord.Store(nil)
 	srv.Drain()
 	stop()

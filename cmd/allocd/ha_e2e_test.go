@@ -1,0 +1,570 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allocd/allocd/client"
+	"github.com/allocd/allocd/internal/etcdtest"
+	"github.com/allocd/allocd/internal/wasmbuild"
+)
+
+// The high-availability tests run three real `allocd serve --etcd` replicas on a real etcd
+// (internal/etcdtest), each on a fixed address so a client keeps its list across restarts, with
+// a 2 s session TTL: a dead leader is replaced within about 2.5 s.
+
+const haTTL = 2 * time.Second
+
+type haCluster struct {
+	t       *testing.T
+	etcd    *etcdtest.Etcd
+	prefix  string
+	plugins string
+	nodes   []*haNode
+}
+
+type haNode struct {
+	addr, data string
+	mu         sync.Mutex
+	d          *daemon
+}
+
+func (n *haNode) url() string { return "http://" + n.addr }
+
+func (n *haNode) daemon() *daemon {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.d
+}
+
+// newHACluster starts etcd and n replicas, and waits until one leads.
+func newHACluster(t *testing.T, n int) *haCluster {
+	hc := &haCluster{t: t, etcd: etcdtest.Start(t), prefix: "/allocd-test/", plugins: wasmbuild.BuiltinPlugins(t)}
+	for range n {
+		hc.nodes = append(hc.nodes, &haNode{addr: freeAddr(t), data: t.TempDir()})
+	}
+	var wg sync.WaitGroup
+	for i := range hc.nodes {
+		wg.Go(func() { hc.start(i) })
+	}
+	wg.Wait()
+	hc.waitLeader(-1, 30*time.Second)
+	for i := range hc.nodes {
+		waitForCond(t, time.Minute, fmt.Sprintf("replica %d has loaded its plugins and knows the leader", i), func() bool {
+			r := hc.role(i).Role
+			return r == "leader" || r == "follower"
+		})
+	}
+	return hc
+}
+
+// start runs replica i (again), and returns once it listens.
+func (hc *haCluster) start(i int) {
+	n := hc.nodes[i]
+	d := launchDaemon(hc.t, n.data, hc.plugins, "--listen", n.addr,
+		"--etcd", strings.Join(hc.etcd.Endpoints(), ","), "--etcd-prefix", hc.prefix,
+		"--etcd-session-ttl", haTTL.String(), "--etcd-timeout", "2s")
+	n.mu.Lock()
+	n.d = d
+	n.mu.Unlock()
+}
+
+// kill sends sig to replica i; SIGKILL also waits for it to exit.
+func (hc *haCluster) signal(i int, sig syscall.Signal) {
+	d := hc.nodes[i].daemon()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		hc.t.Fatal(err)
+	}
+	if sig == syscall.SIGKILL {
+		<-d.exited
+	}
+}
+
+type readyz struct {
+	Status string `json:"status"`
+	Role   string `json:"role"`
+	Leader string `json:"leader"`
+	Term   string `json:"term"`
+}
+
+// role asks replica i's /readyz, with a short timeout (a paused replica does not answer).
+func (hc *haCluster) role(i int) readyz {
+	var r readyz
+	c := http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := c.Get(hc.nodes[i].url() + "/readyz")
+	if err != nil {
+		return readyz{Role: "unreachable"}
+	}
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(&r)
+	return r
+}
+
+// waitLeader waits until a replica other than not reports itself leader, and returns it.
+func (hc *haCluster) waitLeader(not int, within time.Duration) int {
+	hc.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for i := range hc.nodes {
+			if i != not && hc.role(i).Role == "leader" {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			var roles []string
+			for i := range hc.nodes {
+				roles = append(roles, fmt.Sprintf("%d: %+v", i, hc.role(i)))
+			}
+			hc.t.Fatalf("no leader (other than %d) within %v: %s", not, within, strings.Join(roles, "; "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (hc *haCluster) urls() string {
+	var us []string
+	for _, n := range hc.nodes {
+		us = append(us, n.url())
+	}
+	return strings.Join(us, ",")
+}
+
+// client is a Go client of all the replicas.
+func (hc *haCluster) client() *client.Client {
+	return client.New(hc.urls(), client.WithTimeout(2*time.Second))
+}
+
+// setup declares topic T (8 queues), group g (averagely) and the orderly group qg.
+func (hc *haCluster) setup() {
+	ctx := context.Background()
+	c := hc.client()
+	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 8, WriteQueues: 8}}); err != nil {
+		hc.t.Fatal(err)
+	}
+	for name, b := range map[string]client.Binding{"g": {Strategy: "averagely"}, "qg": {Strategy: "averagely", Orderly: true}} {
+		if _, err := c.PutGroup(ctx, name, b); err != nil {
+			hc.t.Fatal(err)
+		}
+	}
+}
+
+// consumers starts consumers of g through the client of every replica; errors reach errs.
+func (hc *haCluster) consumers(errs chan<- error, cids ...string) []*client.Consumer {
+	var out []*client.Consumer
+	for _, cid := range cids {
+		cons := hc.client().NewConsumer("g", cid, []string{"T"}, client.ConsumerOptions{
+			HeartbeatInterval: haTTL / 8, RetryMin: 50 * time.Millisecond, PollWait: 3 * time.Second,
+			OnError: func(err error) {
+				select {
+				case errs <- fmt.Errorf("%s: %w", cid, err):
+				default:
+				}
+			},
+		})
+		if err := cons.Start(context.Background()); err != nil {
+			hc.t.Fatal(err)
+		}
+		hc.t.Cleanup(func() { cons.Close(context.Background()) })
+		out = append(out, cons)
+	}
+	return out
+}
+
+// settled waits until every consumer holds an assignment of one generation covering all 8 queues.
+func settled(t *testing.T, cons []*client.Consumer, within time.Duration) (gen int64, queues map[string][]int32) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		queues = map[string][]int32{}
+		gen, total, same := int64(-1), 0, true
+		for _, c := range cons {
+			a, ok := c.Current("T")
+			if !ok {
+				same = false
+				break
+			}
+			if gen >= 0 && a.Generation != gen {
+				same = false
+			}
+			gen = a.Generation
+			queues[c.CID()] = ids(a.Queues)
+			total += len(a.Queues)
+		}
+		if same && total == 8 {
+			return gen, queues
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumers did not settle on one generation of 8 queues within %v: %v", within, queues)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// kill -9 the leader under heartbeat and lock traffic: a follower takes over within about the
+// TTL, nothing acknowledged is lost (topics, groups, a granted lock lease and its token), and
+// no consumer loses or changes its queues, since the membership did not change.
+func TestHAKillLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and three replicas")
+	}
+	hc := newHACluster(t, 3)
+	hc.setup()
+	errs := make(chan error, 100)
+	cons := hc.consumers(errs, "c1", "c2", "c3")
+	gen, before := settled(t, cons, 20*time.Second)
+
+	// Lock traffic: qg's members hold and renew queue locks.
+	ctx := context.Background()
+	lc := hc.client()
+	for _, cid := range []string{"c1", "c2"} {
+		if _, err := lc.Heartbeat(ctx, "qg", client.Heartbeat{CID: cid, Topics: []string{"T"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopBeats := (&lockCluster{t: t}).beater(lc, "c1", "qg")
+	defer stopBeats()
+	stopBeats2 := (&lockCluster{t: t}).beater(lc, "c2", "qg")
+	defer stopBeats2()
+	q0 := client.Queue{Topic: "T", BrokerName: "broker-a", QueueID: 0}
+	var held client.QueueLock
+	holder, other := "", ""
+	waitForCond(t, 20*time.Second, "c1 or c2 locks queue 0", func() bool {
+		for _, cid := range []string{"c1", "c2"} {
+			locked, _, err := lc.LockQueues(ctx, "qg", cid, []client.Queue{q0}, testLease)
+			if err == nil && len(locked) == 1 {
+				held, holder, other = locked[0], cid, map[string]string{"c1": "c2", "c2": "c1"}[cid]
+				return true
+			}
+		}
+		return false
+	})
+
+	old := hc.waitLeader(-1, time.Second)
+	for len(errs) > 0 { // before the failover
+		t.Logf("before the kill: %v", <-errs)
+	}
+	start := time.Now()
+	hc.signal(old, syscall.SIGKILL)
+	// The first heartbeat answered by the new leader.
+	var leader int
+	hb, _ := json.Marshal(map[string]any{"cid": "probe", "topics": []string{"T"}})
+	for {
+		leader = -1
+		for i, n := range hc.nodes {
+			if i == old {
+				continue
+			}
+			resp, err := (&http.Client{Timeout: time.Second}).Post(n.url()+"/v1/groups/probe/heartbeat", "application/json", strings.NewReader(string(hb)))
+			if err == nil {
+				resp.Body.Close()
+				// 404: the group does not exist, but a leader answered it.
+				if resp.StatusCode == http.StatusNotFound && resp.Header.Get("X-Allocd-Leader") != "" {
+					leader = i
+				}
+			}
+		}
+		if leader >= 0 {
+			break
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Fatal("no new leader answered a heartbeat within 15 s of the kill")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("kill -9 of the leader to the first heartbeat answered by the new one: %v", took)
+	if took > 3*haTTL {
+		t.Errorf("failover took %v, more than 3 TTLs", took)
+	}
+
+	// The lock granted before the kill still holds: the other member is refused, the holder
+	// renews with its token, and a token granted now is above every one before.
+	// (Members are known to the new leader once they heartbeat again: until then it answers 404.)
+	var refused []client.QueueRefusal
+	var err error
+	waitForCond(t, 5*time.Second, other+"'s lock call answered by the new leader", func() bool {
+		_, refused, err = lc.LockQueues(ctx, "qg", other, []client.Queue{q0}, testLease)
+		return !client.IsNotFound(err)
+	})
+	if err != nil || len(refused) != 1 {
+		t.Fatalf("%s asking for queue 0 held by %s after the failover: refused %v, %v", other, holder, refused, err)
+	}
+	locked, _, err := lc.LockQueues(ctx, "qg", holder, []client.Queue{q0}, testLease)
+	if err != nil || len(locked) != 1 || locked[0].Token != held.Token {
+		t.Fatalf("the holder's renewal after the failover: %+v, %v; want token %d", locked, err, held.Token)
+	}
+	q1 := client.Queue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
+	waitForCond(t, 10*time.Second, "a new lock after the failover", func() bool {
+		locked, _, err = lc.LockQueues(ctx, "qg", holder, []client.Queue{q1}, testLease)
+		return err == nil && len(locked) == 1
+	})
+	if locked[0].Token <= held.Token {
+		t.Fatalf("a token granted by the new leader, %d, is not above %d granted by the old one", locked[0].Token, held.Token)
+	}
+
+	// Past the restart grace (the session timeout), the consumers hold what they held.
+	time.Sleep(e2eSession + time.Second)
+	gen2, after := settled(t, cons, 10*time.Second)
+	if gen2 != gen || !mapsEqual(before, after) {
+		t.Fatalf("the failover moved queues: generation %d %v, then %d %v", gen, before, gen2, after)
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("a consumer was told of an error during the failover: %v", err)
+	default:
+	}
+	topics, err := lc.ListTopics(ctx)
+	if err != nil || len(topics) != 1 {
+		t.Fatalf("topics after the failover: %v, %v", topics, err)
+	}
+	// The killed replica comes back as a follower.
+	hc.start(old)
+	waitForCond(t, 20*time.Second, "the restarted replica follows", func() bool {
+		r := hc.role(old)
+		return r.Role == "follower" && r.Leader == hc.nodes[leader].url()
+	})
+}
+
+func mapsEqual(a, b map[string][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func waitForCond(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// etcdWatch records every change under a prefix, with its revision.
+type etcdWatch struct {
+	mu     sync.Mutex
+	events []*clientv3.Event
+}
+
+func watchPrefix(t *testing.T, cli *clientv3.Client, prefix string) *etcdWatch {
+	w := &etcdWatch{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	resp, err := cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	go func() {
+		for wr := range wch {
+			w.mu.Lock()
+			w.events = append(w.events, wr.Events...)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *etcdWatch) since(rev int64) []*clientv3.Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []*clientv3.Event
+	for _, e := range w.events {
+		if e.Kv.ModRevision > rev {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// SIGSTOP the leader for longer than its lease; another takes over; SIGCONT it: the old leader
+// makes no write and serves nothing. To tell its writes from the new leader's, the new leader
+// is paused in turn before the old one wakes: until the new leader's key goes (its lease runs
+// out) no replica may write at all, so every state write the watch sees in that window would be
+// the old leader's.
+func TestHAPausedLeaderWakesFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and three replicas")
+	}
+	hc := newHACluster(t, 3)
+	hc.setup()
+	errs := make(chan error, 100)
+	cons := hc.consumers(errs, "c1", "c2")
+	settled(t, cons, 20*time.Second)
+	cli := hc.etcd.Client(t)
+	w := watchPrefix(t, cli, hc.prefix)
+
+	old := hc.waitLeader(-1, time.Second)
+	oldURL, oldTerm := hc.nodes[old].url(), hc.role(old).Term
+	if oldTerm == "" {
+		t.Fatal("the leader's /readyz names no term")
+	}
+	// A long-poll at the old leader, waiting when it is paused.
+	type answer struct {
+		code int
+		term string
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(oldURL + "/v1/groups/g/assignment?cid=c1&topic=T&after=1000000&wait=20s")
+		if err != nil {
+			polled <- answer{code: -1}
+			return
+		}
+		resp.Body.Close()
+		polled <- answer{resp.StatusCode, resp.Header.Get("X-Allocd-Term")}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	hc.signal(old, syscall.SIGSTOP)
+	stoppedOld := true
+	defer func() {
+		if stoppedOld {
+			hc.signal(old, syscall.SIGCONT)
+		}
+	}()
+	next := hc.waitLeader(old, 15*time.Second)
+	time.Sleep(500 * time.Millisecond) // let it load and settle
+	hc.signal(next, syscall.SIGSTOP)
+	defer hc.signal(next, syscall.SIGCONT)
+	// The new leader's key, which goes when its lease runs out.
+	resp, err := cli.Get(context.Background(), hc.prefix+"leader/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("election keys: %v, %v", resp, err)
+	}
+	nextKey := string(resp.Kvs[0].Key)
+	if string(resp.Kvs[0].Value) != hc.nodes[next].url() {
+		t.Fatalf("the first election key %s is %s's, not the new leader's", nextKey, resp.Kvs[0].Value)
+	}
+	woke := resp.Header.Revision
+	hc.signal(old, syscall.SIGCONT)
+	stoppedOld = false
+
+	// The old leader serves nothing of its old term: not its pending long-poll, not new calls
+	// (an answer of a later term it may win is not stale).
+	probe := &http.Client{Timeout: 500 * time.Millisecond}
+	served, answered := 0, 0
+	for range 10 {
+		for _, path := range []string{"/v1/groups/g/heartbeat", "/v1/groups/qg/locks/queues"} {
+			body := `{"cid":"c1","topics":["T"]}`
+			if strings.Contains(path, "locks") {
+				body = `{"cid":"c1","queues":[{"topic":"T","brokerName":"broker-a","queueId":0}],"lease":"10s"}`
+			}
+			if resp, err := probe.Post(oldURL+path, "application/json", strings.NewReader(body)); err == nil {
+				resp.Body.Close()
+				answered++
+				if resp.Header.Get("X-Allocd-Term") == oldTerm {
+					served++
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if served > 0 {
+		t.Errorf("the woken old leader answered %d calls in its old term %s", served, oldTerm)
+	}
+	t.Logf("calls to the woken old leader: %d answered (none from its old term)", answered)
+	select {
+	case a := <-polled:
+		if a.code == http.StatusOK || a.term == oldTerm {
+			t.Errorf("the long-poll pending at the old leader answered %d (term %q) after it woke", a.code, a.term)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the long-poll pending at the old leader did not end within 5 s of waking")
+	}
+
+	// Until the paused new leader's key is gone, nobody may write: every state write is the
+	// old leader's.
+	var gone int64
+	waitForCond(t, 15*time.Second, "the paused new leader's key expires", func() bool {
+		for _, e := range w.since(woke) {
+			if e.Type == clientv3.EventTypeDelete && string(e.Kv.Key) == nextKey {
+				gone = e.Kv.ModRevision
+				return true
+			}
+		}
+		return false
+	})
+	writes := 0
+	for _, e := range w.since(woke) {
+		if e.Kv.ModRevision < gone && !strings.HasPrefix(string(e.Kv.Key), hc.prefix+"leader/") {
+			t.Errorf("a write while only the woken old leader ran: %s %s at revision %d", e.Type, e.Kv.Key, e.Kv.ModRevision)
+			writes++
+		}
+	}
+	t.Logf("state writes between the old leader waking (rev %d) and the new leader's key expiring (rev %d): %d", woke, gone, writes)
+
+	// Service resumes with a leader, the state intact.
+	hc.signal(next, syscall.SIGCONT)
+	hc.waitLeader(-1, 15*time.Second)
+	waitForCond(t, 15*time.Second, "the groups are served again", func() bool {
+		gs, err := hc.client().ListGroups(context.Background())
+		return err == nil && len(gs) == 2
+	})
+}
+
+// etcd stops for 10 s: the leader steps down (no replica answers as leader), consumers keep
+// their last assignment and the application sees no error, and service resumes when etcd is
+// back with nothing lost.
+func TestHAEtcdDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and three replicas")
+	}
+	hc := newHACluster(t, 3)
+	hc.setup()
+	errs := make(chan error, 1000)
+	cons := hc.consumers(errs, "c1", "c2", "c3")
+	gen, before := settled(t, cons, 20*time.Second)
+
+	hc.etcd.Stop()
+	waitForCond(t, 2*haTTL, "every replica steps down", func() bool {
+		for i := range hc.nodes {
+			if hc.role(i).Role == "leader" {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range hc.nodes {
+		if r := hc.role(i); r.Status != "no leader" && r.Role != "follower" {
+			t.Errorf("replica %d with etcd down: %+v", i, r)
+		}
+	}
+	time.Sleep(10*time.Second - 2*haTTL)
+	for _, c := range cons {
+		if a, ok := c.Current("T"); !ok || a.Generation != gen || !slices.Equal(ids(a.Queues), before[c.CID()]) {
+			t.Errorf("%s with etcd down holds %+v (%v), want generation %d %v", c.CID(), a, ok, gen, before[c.CID()])
+		}
+	}
+	hc.etcd.Start()
+	hc.waitLeader(-1, 20*time.Second)
+	waitForCond(t, 20*time.Second, "the groups are served again", func() bool {
+		gs, err := hc.client().ListGroups(context.Background())
+		return err == nil && len(gs) == 2
+	})
+	time.Sleep(e2eSession + time.Second) // past the new leader's restart grace
+	gen2, after := settled(t, cons, 10*time.Second)
+	if gen2 != gen || !mapsEqual(before, after) {
+		t.Errorf("etcd's outage moved queues: generation %d %v, then %d %v", gen, before, gen2, after)
+	}
+	// The consumers retried through the outage; what they report is the daemon's 503s, never
+	// a lost assignment (checked above).
+	t.Logf("errors the consumers' OnError saw during the outage: %d", len(errs))
+}
