@@ -299,7 +299,11 @@ func TestHAKillLeader(t *testing.T) {
 	if err != nil || len(refused) != 1 {
 		t.Fatalf("%s asking for queue 0 held by %s after the failover: refused %v, %v", other, holder, refused, err)
 	}
-	locked, _, err := lc.LockQueues(ctx, "qg", holder, []client.Queue{q0}, testLease)
+	var locked []client.QueueLock
+	waitForCond(t, 5*time.Second, holder+"'s renewal answered by the new leader", func() bool {
+		locked, _, err = lc.LockQueues(ctx, "qg", holder, []client.Queue{q0}, testLease)
+		return !client.IsNotFound(err)
+	})
 	if err != nil || len(locked) != 1 || locked[0].Token != held.Token {
 		t.Fatalf("the holder's renewal after the failover: %+v, %v; want token %d", locked, err, held.Token)
 	}
@@ -328,11 +332,13 @@ func TestHAKillLeader(t *testing.T) {
 		t.Fatalf("topics after the failover: %v, %v", topics, err)
 	}
 	// The killed replica comes back as a follower.
+	restarted := time.Now()
 	hc.start(old)
-	waitForCond(t, 20*time.Second, "the restarted replica follows", func() bool {
+	waitForCond(t, time.Minute, "the restarted replica follows", func() bool {
 		r := hc.role(old)
 		return r.Role == "follower" && r.Leader == hc.nodes[leader].url()
 	})
+	t.Logf("the killed replica, restarted, follows after %v", time.Since(restarted))
 }
 
 func mapsEqual(a, b map[string][]int32) bool {
