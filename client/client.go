@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -161,9 +162,18 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	var giveUp time.Time // set after the first round
 	pause := failoverPause
+	// A connection refused was never read by a daemon; any other failure may have taken
+	// effect. The error returned keeps that apart: if some attempt may have reached a daemon,
+	// the caller is not told that nothing happened.
+	var lastErr, uncertain error
+	failure := func() error {
+		if uncertain != nil && errors.Is(lastErr, syscall.ECONNREFUSED) {
+			return uncertain
+		}
+		return lastErr
+	}
 	for {
 		start := int(c.cur.Load())
-		var lastErr error
 		for i := range len(c.bases) {
 			n := (start + i) % len(c.bases)
 			lastRound := len(c.bases) == 1 || c.failover <= 0 || (!giveUp.IsZero() && time.Now().Add(pause).After(giveUp))
@@ -172,8 +182,11 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 			switch {
 			case err != nil:
 				lastErr = fmt.Errorf("allocd: %s %s: %w", method, path, unwrapURLError(err))
+				if uncertain == nil && !errors.Is(err, syscall.ECONNREFUSED) {
+					uncertain = lastErr
+				}
 				if ctx.Err() != nil || final {
-					return nil, lastErr
+					return nil, failure()
 				}
 				if errors.Is(err, context.DeadlineExceeded) && n == int(c.cur.Load()) {
 					c.cur.Store(int32((n + 1) % len(c.bases))) // a replica that hangs: start elsewhere next time
@@ -183,6 +196,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 				resp.Body.Close()
 				lastErr = &Error{Method: method, Path: path, StatusCode: resp.StatusCode}
+				if uncertain == nil {
+					uncertain = lastErr
+				}
 				continue
 			}
 			c.cur.Store(int32(c.leaderIndex(resp.Header.Get(leaderHeader), n)))
@@ -193,7 +209,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		}
 		select {
 		case <-ctx.Done():
-			return nil, lastErr
+			return nil, failure()
 		case <-time.After(pause):
 		}
 		pause = min(pause*2, maxFailoverPause)

@@ -574,3 +574,35 @@ func TestHAEtcdDown(t *testing.T) {
 	// a lost assignment (checked above).
 	t.Logf("errors the consumers' OnError saw during the outage: %d", len(errs))
 }
+
+// The porcupine check of the lock history (TestLocksLinearizable's), across two failovers of
+// three replicas: the leader is killed with SIGKILL twice, each time restarted as a follower.
+// Never two holders of one lock, never a stale token accepted, tokens growing across leaders.
+func TestHALocksLinearizable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and three replicas for ~20 s")
+	}
+	hc := newHACluster(t, 3)
+	c := hc.client()
+	ctx := context.Background()
+	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 4, WriteQueues: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]client.Binding{
+		"qg": {Strategy: "averagely", Orderly: true},
+		"mg": {Strategy: "hash", Delivery: "message", Orderly: true},
+	} {
+		if _, err := c.PutGroup(ctx, name, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failover := func() {
+		old := hc.waitLeader(-1, 10*time.Second)
+		hc.signal(old, syscall.SIGKILL)
+		next := hc.waitLeader(old, 15*time.Second)
+		t.Logf("replica %d leads after %d was killed", next, old)
+		hc.start(old)
+	}
+	lc := &lockCluster{t: t}
+	checkLockHistory(t, c, lc.beater, "kill -9 of the leader", failover, "kill -9 of the new leader", failover)
+}

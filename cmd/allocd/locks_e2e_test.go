@@ -617,14 +617,21 @@ func TestLocksLinearizable(t *testing.T) {
 	}
 	lc := newLockCluster(t)
 	lc.setup()
+	checkLockHistory(t, lc.client(), lc.beater, "kill -9 and restart", lc.restart, "", nil)
+}
+
+// checkLockHistory runs five members' randomized lock calls through c while a member falls
+// silent, one joins, fault happens, one leaves, and fault2 (when set) happens, and checks the
+// history with porcupine. beater keeps a member alive.
+func checkLockHistory(t *testing.T, c *client.Client, beater func(c *client.Client, cid string, groups ...string) (stop func()),
+	faultName string, fault func(), fault2Name string, fault2 func()) {
 	cids := []string{"c1", "c2", "c3", "c4", "c5"}
 	rec := newLockRecorder(cids)
-	c := lc.client()
 	stops := map[string]func(){}
 	workers := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
 	startMember := func(i int, cid string) {
-		stops[cid] = lc.beater(c, cid, "qg", "mg")
+		stops[cid] = beater(c, cid, "qg", "mg")
 		ctx, cancel := context.WithCancel(context.Background())
 		workers[cid] = cancel
 		wg.Go(func() { rec.queueWorker(ctx, c, cid, uint64(i)) })
@@ -643,7 +650,7 @@ func TestLocksLinearizable(t *testing.T) {
 		stops["c4"]()
 	})
 	step(2*time.Second, "c5 joins: the queues are rebalanced", func() { startMember(4, "c5") })
-	step(2*time.Second, "kill -9 and restart", lc.restart)
+	step(2*time.Second, faultName, fault)
 	step(2*time.Second, "c4 stops calling; c2 leaves", func() {
 		workers["c4"]()
 		rec.depart("c2")
@@ -652,6 +659,9 @@ func TestLocksLinearizable(t *testing.T) {
 		c.Leave(context.Background(), "qg", "c2")
 		c.Leave(context.Background(), "mg", "c2")
 	})
+	if fault2 != nil {
+		step(2*time.Second, fault2Name, fault2)
+	}
 	step(5*time.Second, "stop", func() {
 		for _, cancel := range workers {
 			cancel()
