@@ -300,8 +300,8 @@ func BenchmarkServeHeartbeats(b *testing.B) {
 	}
 }
 
-func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window time.Duration) {
-	d := startLoadDaemon(b)
+func benchHeartbeats(b *testing.B, groups, perGroup int, longPoll bool, window time.Duration, daemonFlags ...string) {
+	d := startLoadDaemon(b, daemonFlags...)
 	ctx := context.Background()
 	c := loadClient(d.url)
 	if _, err := c.PutTopic(ctx, "T", []client.Broker{

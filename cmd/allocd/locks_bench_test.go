@@ -31,14 +31,18 @@ import (
 //
 // Every write waits for its snapshot to be durable; concurrent calls share a write (group
 // commit), which the writes/call figure shows. Run with -benchtime 2000x or so.
-func BenchmarkLockOps(b *testing.B) {
-	d := startLoadDaemon(b)
+func BenchmarkLockOps(b *testing.B) { benchLockOps(b, []int{1, 4, 16, 64}) }
+
+// benchLockOps runs BenchmarkLockOps's cases for each member count, against a daemon started
+// with daemonFlags.
+func benchLockOps(b *testing.B, memberCounts []int, daemonFlags ...string) {
+	d := startLoadDaemon(b, daemonFlags...)
 	ctx := context.Background()
 	c := loadClient(d.url)
 	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 64, WriteQueues: 64}}); err != nil {
 		b.Fatal(err)
 	}
-	for _, w := range []int{1, 4, 16, 64} {
+	for _, w := range memberCounts {
 		// One pair of groups per member count, so each case starts settled and clean.
 		qg, mg := fmt.Sprintf("q%d", w), fmt.Sprintf("m%d", w)
 		if _, err := c.PutGroup(ctx, qg, client.Binding{Strategy: "averagely", Orderly: true}); err != nil {
