@@ -339,6 +339,33 @@ func TestHAKillLeader(t *testing.T) {
 		return r.Role == "follower" && r.Leader == hc.nodes[leader].url()
 	})
 	t.Logf("the killed replica, restarted, follows after %v", time.Since(restarted))
+
+	// /metrics: each replica its own role; the new leader won an election; the restarted one
+	// counted time without a leader.
+	metric := func(i int, series string) string {
+		_, b := hc.nodes[i].daemon().raw("GET", "/metrics", "")
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if v := metric(leader, `allocd_ha_role{role="leader"}`); v != "1" {
+		t.Errorf("the leader's allocd_ha_role{role=\"leader\"} = %q", v)
+	}
+	if v := metric(leader, "allocd_ha_elections_won_total"); v != "1" {
+		t.Errorf("the new leader's allocd_ha_elections_won_total = %q", v)
+	}
+	if v := metric(old, `allocd_ha_role{role="follower"}`); v != "1" {
+		t.Errorf("the restarted replica's allocd_ha_role{role=\"follower\"} = %q", v)
+	}
+	if v := metric(old, "allocd_ha_without_leader_seconds_total"); v == "" || v == "0" {
+		t.Errorf("the restarted replica's allocd_ha_without_leader_seconds_total = %q", v)
+	}
+	if v := metric(leader, "allocd_generation{group=\"g\",topic=\"T\"}"); v == "" {
+		t.Error("the leader's /metrics lacks the coordinator's series")
+	}
 }
 
 func mapsEqual(a, b map[string][]int32) bool {
