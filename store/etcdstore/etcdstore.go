@@ -317,16 +317,13 @@ func (s *Store) View(fn func(store.Tx) error) error {
 var errClosed = errors.New("the store is closed")
 
 // update runs build in a new write transaction and commits it, again (up to maxAttempts) if
-// what it read changed before the commit.
+// what it read changed before the commit. A transaction that writes nothing needs no fence.
 func (s *Store) update(op string, build func(*txn) error) error {
 	if s.ctx.Err() != nil {
 		return &store.Error{Op: op, Err: errClosed}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.fence.Load() == nil {
-		return &store.Error{Op: op, Err: errNoFence}
-	}
 	for attempt := 1; ; attempt++ {
 		x := &txn{s: s, writable: true}
 		err := build(x)

@@ -116,6 +116,9 @@ func (k *Keeper) Keep(name, hash string, module []byte) error {
 	if ok && cur.Hash == hash {
 		return nil // kept already: every start loads the same versions again
 	}
+	if k.s.fence.Load() == nil {
+		return &store.Error{Op: op, Err: errNoFence}
+	}
 	v := version{Hash: hash, Size: len(module)}
 	for off := 0; off < len(module); off += ChunkSize {
 		c := module[off:min(off+ChunkSize, len(module))]
