@@ -95,4 +95,13 @@ etcd-test:
 	cd test/etcd && $(GO) build -trimpath -o $(abspath $(BUILD))/etcd-test .
 test-etcd-module: etcd-test
 	cd test/etcd && $(GO) test -race -count=1 -timeout 10m ./...
-test: etcd-test test-etcd-module
+test: etcd-test test-etcd-module test-etcd-stock
+
+# The etcd store's tests once more against a stock etcd of another version (Debian's
+# etcd-server 3.4; .ci/run installs it): ETCD_STOCK names the binary.
+ETCD_STOCK ?= $(shell command -v etcd)
+ETCD_PKGS  := ./store/etcdstore/ ./internal/etcdtest/
+.PHONY: test-etcd-stock
+test-etcd-stock:
+	@[ -x "$(ETCD_STOCK)" ] || { echo "no etcd on PATH for test-etcd-stock: apt-get install etcd-server (or ETCD_STOCK=/path/to/etcd)"; exit 1; }
+	ALLOCD_ETCD_BIN=$(ETCD_STOCK) $(GO) test -race -count=1 -timeout 10m $(ETCD_PKGS)

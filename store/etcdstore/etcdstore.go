@@ -317,16 +317,13 @@ func (s *Store) View(fn func(store.Tx) error) error {
 var errClosed = errors.New("the store is closed")
 
 // update runs build in a new write transaction and commits it, again (up to maxAttempts) if
-// what it read changed before the commit.
+// what it read changed before the commit. A transaction that writes nothing needs no fence.
 func (s *Store) update(op string, build func(*txn) error) error {
 	if s.ctx.Err() != nil {
 		return &store.Error{Op: op, Err: errClosed}
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.fence.Load() == nil {
-		return &store.Error{Op: op, Err: errNoFence}
-	}
 	for attempt := 1; ; attempt++ {
 		x := &txn{s: s, writable: true}
 		err := build(x)
@@ -369,16 +366,28 @@ func (s *Store) etcdErr(err error, write bool) error {
 }
 
 func (s *Store) getJSON(key string, v any) error {
+	kv, _, err := s.getKV(key)
+	if err != nil {
+		return err
+	}
+	if kv == nil {
+		return store.ErrNotFound
+	}
+	return decodeJSON(kv, v)
+}
+
+// getKV reads key (nil if absent) and the revision it was read at.
+func (s *Store) getKV(key string) (*mvccpb.KeyValue, int64, error) {
 	ctx, cancel := s.call()
 	defer cancel()
 	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return s.etcdErr(err, false)
+		return nil, 0, s.etcdErr(err, false)
 	}
 	if len(resp.Kvs) == 0 {
-		return store.ErrNotFound
+		return nil, resp.Header.Revision, nil
 	}
-	return decodeJSON(resp.Kvs[0], v)
+	return resp.Kvs[0], resp.Header.Revision, nil
 }
 
 func decodeJSON(kv *mvccpb.KeyValue, v any) error {

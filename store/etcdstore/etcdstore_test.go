@@ -367,3 +367,46 @@ func TestDamagedRecord(t *testing.T) {
 		t.Errorf("Open of a newer schema: %v", err)
 	}
 }
+
+// Writers in many goroutines: every sequence number is handed out once, and every write lands.
+func TestConcurrentWriters(t *testing.T) {
+	e := etcdtest.Start(t)
+	cli := e.Client(t)
+	s := openLeader(t, cli, "/allocd/")
+	const workers, each = 6, 15
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				n, err := nextSeq(s)
+				if err == nil {
+					err = s.PutTopic(store.Topic{Name: fmt.Sprintf("T%d-%d", w, i)})
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seen[n] {
+					t.Errorf("sequence %d handed out twice", n)
+				}
+				seen[n] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	ts, err := s.ListTopics()
+	if err != nil || len(ts) != workers*each || len(seen) != workers*each {
+		t.Fatalf("%d topics (%v), %d sequence numbers; want %d", len(ts), err, len(seen), workers*each)
+	}
+	for n := uint64(1); n <= workers*each; n++ {
+		if !seen[n] {
+			t.Fatalf("sequence %d skipped", n)
+		}
+	}
+}
