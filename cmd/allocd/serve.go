@@ -227,7 +227,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	defer rt.Close(context.Background())
 
 	var keeper registry.Keeper
-	if haSt != nil && haSt.keeper != nil {
+	if haSt != nil {
 		keeper = haSt.keeper // every replica serves the same bytes
 	} else if keeper, err = registry.NewDirKeeper(filepath.Join(f.dataDir, keptPluginsDir)); err != nil {
 		return err

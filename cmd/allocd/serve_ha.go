@@ -171,7 +171,7 @@ type fencedStore interface {
 type haOpen struct {
 	cli    *clientv3.Client
 	store  fencedStore
-	keeper registry.Keeper // nil: the folder in --data-dir
+	keeper registry.Keeper // the last validated version of each plugin, in etcd
 	// fenced is told of a write refused by the fence (the store's OnFenced).
 	fenced atomic.Pointer[func(error)]
 }
@@ -183,7 +183,7 @@ func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, er
 		return nil, err
 	}
 	h := &haOpen{cli: cli}
-	st, err := openEtcdStore(ctx, cli, f.etcd.prefix, f.etcd.opTimeout, func(err error) {
+	st, keeper, err := openEtcdStore(ctx, cli, f.etcd.prefix, f.etcd.opTimeout, func(err error) {
 		if fn := h.fenced.Load(); fn != nil {
 			(*fn)(err)
 		}
@@ -192,10 +192,7 @@ func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, er
 		cli.Close()
 		return nil, fmt.Errorf("--etcd %s: opening the store under %s: %w", f.etcd.endpoints, f.etcd.prefix, err)
 	}
-	h.store = st
-	if k, ok := st.(registry.Keeper); ok {
-		h.keeper = k
-	}
+	h.store, h.keeper = st, keeper
 	log.Info().Strs("etcd", f.etcd.urls()).Str("prefix", f.etcd.prefix).Msg("store opened on etcd")
 	return h, nil
 }
