@@ -60,7 +60,7 @@ func newHACluster(t *testing.T, n int) *haCluster {
 	wg.Wait()
 	hc.waitLeader(-1, 30*time.Second)
 	for i := range hc.nodes {
-		waitForCond(t, time.Minute, fmt.Sprintf("replica %d has loaded its plugins and knows the leader", i), func() bool {
+		eventually(t, time.Minute, fmt.Sprintf("replica %d has loaded its plugins and knows the leader", i), func() bool {
 			r := hc.role(i).Role
 			return r == "leader" || r == "follower"
 		})
@@ -210,6 +210,17 @@ func settled(t *testing.T, cons []*client.Consumer, within time.Duration) (gen i
 	}
 }
 
+// startHAGroup starts three replicas with T, g and qg declared, and consumers c1..c3 of g
+// settled on one generation.
+func startHAGroup(t *testing.T) (hc *haCluster, errs chan error, cons []*client.Consumer, gen int64, queues map[string][]int32) {
+	hc = newHACluster(t, 3)
+	hc.setup()
+	errs = make(chan error, 1000)
+	cons = hc.consumers(errs, "c1", "c2", "c3")
+	gen, queues = settled(t, cons, 20*time.Second)
+	return hc, errs, cons, gen, queues
+}
+
 // kill -9 the leader under heartbeat and lock traffic: a follower takes over within about the
 // TTL, nothing acknowledged is lost (topics, groups, a granted lock lease and its token), and
 // no consumer loses or changes its queues, since the membership did not change.
@@ -217,11 +228,7 @@ func TestHAKillLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs etcd and three replicas")
 	}
-	hc := newHACluster(t, 3)
-	hc.setup()
-	errs := make(chan error, 100)
-	cons := hc.consumers(errs, "c1", "c2", "c3")
-	gen, before := settled(t, cons, 20*time.Second)
+	hc, errs, cons, gen, before := startHAGroup(t)
 
 	// Lock traffic: qg's members hold and renew queue locks.
 	ctx := context.Background()
@@ -238,7 +245,7 @@ func TestHAKillLeader(t *testing.T) {
 	q0 := client.Queue{Topic: "T", BrokerName: "broker-a", QueueID: 0}
 	var held client.QueueLock
 	holder, other := "", ""
-	waitForCond(t, 20*time.Second, "c1 or c2 locks queue 0", func() bool {
+	eventually(t, 20*time.Second, "c1 or c2 locks queue 0", func() bool {
 		for _, cid := range []string{"c1", "c2"} {
 			locked, _, err := lc.LockQueues(ctx, "qg", cid, []client.Queue{q0}, testLease)
 			if err == nil && len(locked) == 1 {
@@ -292,7 +299,7 @@ func TestHAKillLeader(t *testing.T) {
 	// (Members are known to the new leader once they heartbeat again: until then it answers 404.)
 	var refused []client.QueueRefusal
 	var err error
-	waitForCond(t, 5*time.Second, other+"'s lock call answered by the new leader", func() bool {
+	eventually(t, 5*time.Second, other+"'s lock call answered by the new leader", func() bool {
 		_, refused, err = lc.LockQueues(ctx, "qg", other, []client.Queue{q0}, testLease)
 		return !client.IsNotFound(err)
 	})
@@ -300,7 +307,7 @@ func TestHAKillLeader(t *testing.T) {
 		t.Fatalf("%s asking for queue 0 held by %s after the failover: refused %v, %v", other, holder, refused, err)
 	}
 	var locked []client.QueueLock
-	waitForCond(t, 5*time.Second, holder+"'s renewal answered by the new leader", func() bool {
+	eventually(t, 5*time.Second, holder+"'s renewal answered by the new leader", func() bool {
 		locked, _, err = lc.LockQueues(ctx, "qg", holder, []client.Queue{q0}, testLease)
 		return !client.IsNotFound(err)
 	})
@@ -308,7 +315,7 @@ func TestHAKillLeader(t *testing.T) {
 		t.Fatalf("the holder's renewal after the failover: %+v, %v; want token %d", locked, err, held.Token)
 	}
 	q1 := client.Queue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
-	waitForCond(t, 10*time.Second, "a new lock after the failover", func() bool {
+	eventually(t, 10*time.Second, "a new lock after the failover", func() bool {
 		locked, _, err = lc.LockQueues(ctx, "qg", holder, []client.Queue{q1}, testLease)
 		return err == nil && len(locked) == 1
 	})
@@ -334,7 +341,7 @@ func TestHAKillLeader(t *testing.T) {
 	// The killed replica comes back as a follower.
 	restarted := time.Now()
 	hc.start(old)
-	waitForCond(t, time.Minute, "the restarted replica follows", func() bool {
+	eventually(t, time.Minute, "the restarted replica follows", func() bool {
 		r := hc.role(old)
 		return r.Role == "follower" && r.Leader == hc.nodes[leader].url()
 	})
@@ -380,16 +387,6 @@ func mapsEqual(a, b map[string][]int32) bool {
 	return true
 }
 
-func waitForCond(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // etcdWatch records every change under a prefix, with its revision.
 type etcdWatch struct {
@@ -526,7 +523,7 @@ func TestHAPausedLeaderWakesFenced(t *testing.T) {
 	// Until the paused new leader's key is gone, nobody may write: every state write is the
 	// old leader's.
 	var gone int64
-	waitForCond(t, 15*time.Second, "the paused new leader's key expires", func() bool {
+	eventually(t, 15*time.Second, "the paused new leader's key expires", func() bool {
 		for _, e := range w.since(woke) {
 			if e.Type == clientv3.EventTypeDelete && string(e.Kv.Key) == nextKey {
 				gone = e.Kv.ModRevision
@@ -547,27 +544,23 @@ func TestHAPausedLeaderWakesFenced(t *testing.T) {
 	// Service resumes with a leader, the state intact.
 	hc.signal(next, syscall.SIGCONT)
 	hc.waitLeader(-1, 15*time.Second)
-	waitForCond(t, 15*time.Second, "the groups are served again", func() bool {
+	eventually(t, 15*time.Second, "the groups are served again", func() bool {
 		gs, err := hc.client().ListGroups(context.Background())
 		return err == nil && len(gs) == 2
 	})
 }
 
 // etcd stops for 10 s: the leader steps down (no replica answers as leader), consumers keep
-// their last assignment and the application sees no error, and service resumes when etcd is
-// back with nothing lost.
+// their last assignment, and service resumes when etcd is back with nothing lost and no queue
+// moved.
 func TestHAEtcdDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs etcd and three replicas")
 	}
-	hc := newHACluster(t, 3)
-	hc.setup()
-	errs := make(chan error, 1000)
-	cons := hc.consumers(errs, "c1", "c2", "c3")
-	gen, before := settled(t, cons, 20*time.Second)
+	hc, errs, cons, gen, before := startHAGroup(t)
 
 	hc.etcd.Stop()
-	waitForCond(t, 2*haTTL, "every replica steps down", func() bool {
+	eventually(t, 2*haTTL, "every replica steps down", func() bool {
 		for i := range hc.nodes {
 			if hc.role(i).Role == "leader" {
 				return false
@@ -588,7 +581,7 @@ func TestHAEtcdDown(t *testing.T) {
 	}
 	hc.etcd.Start()
 	hc.waitLeader(-1, 20*time.Second)
-	waitForCond(t, 20*time.Second, "the groups are served again", func() bool {
+	eventually(t, 20*time.Second, "the groups are served again", func() bool {
 		gs, err := hc.client().ListGroups(context.Background())
 		return err == nil && len(gs) == 2
 	})

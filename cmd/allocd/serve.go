@@ -334,16 +334,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			errs <- fmt.Errorf("plugin registry: %w", err)
 		}
 	})
-	wg.Go(func() {
-		if err := c.Run(runCtx); err != nil {
-			errs <- fmt.Errorf("coordinator: %w", err)
-		}
-	})
-	wg.Go(func() {
-		if err := c.RunLocks(runCtx); err != nil {
-			errs <- fmt.Errorf("locks: %w", err)
-		}
-	})
+	runCoordinator(runCtx, &wg, c, errs)
 	wg.Go(func() {
 		for e := range events {
 			if e.Kind != registry.Failed {

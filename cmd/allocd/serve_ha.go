@@ -347,16 +347,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	runCtx, stop := context.WithCancel(ctx)
-	wg.Go(func() {
-		if err := c.Run(runCtx); err != nil {
-			errs <- fmt.Errorf("coordinator: %w", err)
-		}
-	})
-	wg.Go(func() {
-		if err := c.RunLocks(runCtx); err != nil {
-			errs <- fmt.Errorf("locks: %w", err)
-		}
-	})
+	runCoordinator(runCtx, &wg, c, errs)
 	term.set(metrics)
 	s.coord.Store(c)
 	router.SetLeading(srv.Handler(), t.Rev)
@@ -393,4 +384,19 @@ func (g *termGatherer) Gather() ([]*dto.MetricFamily, error) {
 		return r.Gather()
 	}
 	return nil, nil
+}
+
+// runCoordinator runs c's rebalancing and lock loops on wg until ctx ends; their failures go to
+// errs (room for two).
+func runCoordinator(ctx context.Context, wg *sync.WaitGroup, c *coordinator.Coordinator, errs chan<- error) {
+	wg.Go(func() {
+		if err := c.Run(ctx); err != nil {
+			errs <- fmt.Errorf("coordinator: %w", err)
+		}
+	})
+	wg.Go(func() {
+		if err := c.RunLocks(ctx); err != nil {
+			errs <- fmt.Errorf("locks: %w", err)
+		}
+	})
 }
