@@ -37,8 +37,8 @@ type Client struct {
 	// election running): DefaultFailoverWait unless set.
 	failover time.Duration
 	http     *http.Client
-	timeout time.Duration
-	agent   string
+	timeout  time.Duration
+	agent    string
 }
 
 // Option configures a Client.

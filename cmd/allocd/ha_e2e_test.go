@@ -387,7 +387,6 @@ func mapsEqual(a, b map[string][]int32) bool {
 	return true
 }
 
-
 // etcdWatch records every change under a prefix, with its revision.
 type etcdWatch struct {
 	mu     sync.Mutex
