@@ -327,6 +327,9 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 		return fmt.Errorf("loading the state: %w", err)
 	}
 	defer c.Close()
+	// Installed before the registry's status is read, so that no reload falls between.
+	s.coord.Store(c)
+	defer s.coord.CompareAndSwap(c, nil)
 	for _, p := range s.reg.Status() {
 		if p.ActiveHash != "" {
 			c.PluginChanged(p.Name, p.ActiveHash)
@@ -349,7 +352,6 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	runCtx, stop := context.WithCancel(ctx)
 	runCoordinator(runCtx, &wg, c, errs)
 	term.set(metrics)
-	s.coord.Store(c)
 	router.SetLeading(srv.Handler(), t.Rev)
 	grace, active := c.Grace()
 	ev := log.Info().Str("key", t.Key)
@@ -363,7 +365,6 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	case err = <-errs:
 	}
 	router.SetLeading(nil, 0)
-	s.coord.Store(nil)
 	srv.Drain()
 	stop()
 	wg.Wait()
