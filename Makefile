@@ -105,3 +105,12 @@ ETCD_PKGS  := ./store/etcdstore/ ./internal/etcdtest/
 test-etcd-stock:
 	@[ -x "$(ETCD_STOCK)" ] || { echo "no etcd on PATH for test-etcd-stock: apt-get install etcd-server (or ETCD_STOCK=/path/to/etcd)"; exit 1; }
 	ALLOCD_ETCD_BIN=$(ETCD_STOCK) $(GO) test -race -count=1 -timeout 10m $(ETCD_PKGS)
+
+# Leadership (issue 12) against the stock etcd too: the elector, and a failover and a paused
+# leader through three real replicas.
+.PHONY: test-ha-stock
+test-ha-stock: allocd plugins
+	@[ -x "$(ETCD_STOCK)" ] || { echo "no etcd on PATH for test-ha-stock: apt-get install etcd-server (or ETCD_STOCK=/path/to/etcd)"; exit 1; }
+	ALLOCD_ETCD_BIN=$(ETCD_STOCK) ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) \
+		$(GO) test -race -count=1 -timeout 10m -run 'TestElectorOnEtcd|TestHAKillLeader|TestHAPausedLeaderWakesFenced' ./ha/ ./cmd/allocd/
+test: test-ha-stock
