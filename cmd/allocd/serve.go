@@ -31,6 +31,7 @@ import (
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
+	"github.com/allocd/allocd/ui"
 )
 
 func init() {
@@ -56,6 +57,7 @@ type serveFlags struct {
 	createStore                                                 bool
 	historyLimit                                                int
 	historyMaxAge                                               time.Duration
+	ui                                                          ui.Mode
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -80,6 +82,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.DurationVar(&f.maxWait, "max-wait", server.DefaultMaxWait, "longest wait a long-poll may ask for")
 	fs.IntVar(&f.historyLimit, "history-limit", coordinator.DefaultHistoryLimit, "generations of history kept per (group, topic) (-1: no limit)")
 	fs.DurationVar(&f.historyMaxAge, "history-max-age", coordinator.DefaultHistoryMaxAge, "drop history older than this, keeping the newest generation (-1ns: no limit)")
+	fs.Func("ui", "operators' web view at /ui/: off, read (no action offered) or admin (bind a group after a preview, delete a group or topic) (default read)", func(v string) (err error) {
+		f.ui, err = ui.ParseMode(v)
+		return err
+	})
+	f.ui = ui.Read
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
@@ -277,7 +284,16 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	handler.Store(ptr(srv.Handler()))
+	apiHandler := srv.Handler()
+	if f.ui != ui.Off {
+		view, err := ui.New(ui.Options{API: apiHandler, Mode: f.ui, Logger: log})
+		if err != nil {
+			return err
+		}
+		httpSrv.RegisterOnShutdown(view.Close)
+		apiHandler = ui.Mount(apiHandler, view)
+	}
+	handler.Store(ptr(apiHandler))
 	grace, graceActive := c.Grace()
 	serving, kept, failing := 0, 0, 0
 	for _, s := range reg.Status() {
@@ -292,7 +308,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	ev := log.Info().Str("addr", addr).Str("dataDir", f.dataDir).Str("pluginsDir", reg.Dir()).
 		Int("plugins", serving).Int("pluginsFromKept", kept).Int("pluginsNotServing", failing).
-		Dur("sessionTimeout", f.sessionTimeout)
+		Dur("sessionTimeout", f.sessionTimeout).Str("ui", string(f.ui))
 	if graceActive {
 		ev = ev.Time("restartGraceUntil", grace)
 	}
