@@ -90,6 +90,7 @@
 
   // ---- A group: explain a queue
 
+
   const explainBody = document.getElementById("explain-body");
   const explainGroup = document.getElementById("explain") && document.getElementById("explain").dataset.group;
 
@@ -119,7 +120,7 @@
       const ol = el("ol", undefined, "timeline explain");
       (body.changes || []).forEach((c) => {
         const li = el("li");
-        li.append(el("strong", "generation " + c.generation), document.createTextNode(" · " + c.at + " · " + (c.from || "(none)") + " → " + (c.to || "(none)") + (c.pendingTo ? " (held back for " + c.pendingTo + ")" : "") + ": " + c.summary));
+        li.append(el("strong", "generation " + c.generation), document.createTextNode(": " + c.summary + (c.pendingTo ? " (held back for " + c.pendingTo + ")" : "")));
         ol.append(li);
       });
       if (!ol.children.length) ol.append(el("li", "No change of owner in the history kept (from generation " + body.oldest + ")."));
