@@ -76,6 +76,15 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%d B", n)
 	},
 	"join": strings.Join,
+	"dur": func(d time.Duration) string {
+		switch {
+		case d >= time.Second:
+			return fmt.Sprintf("%.2f s", d.Seconds())
+		case d >= time.Millisecond:
+			return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+		}
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	},
 	"json": func(v any) (string, error) {
 		b, err := json.Marshal(v)
 		return string(b), err
@@ -475,12 +484,20 @@ type pluginsData struct {
 }
 
 type pluginRow struct {
-	registry.Status
+	plugin
 	Groups []string
 }
 
+// plugin is an entry of GET /v1/plugins: the registry's status, the daemon's calls to the
+// plugin and the harness's report on the version serving.
+type plugin struct {
+	registry.Status
+	Allocate *model.PluginCalls `json:"allocate"`
+	Harness  *model.CheckReport `json:"harness"`
+}
+
 func (u *UI) plugins(r *http.Request) (pluginsData, error) {
-	var plugins struct{ Plugins []registry.Status }
+	var plugins struct{ Plugins []plugin }
 	if err := u.get(r, "/v1/plugins", &plugins); err != nil {
 		return pluginsData{}, err
 	}
@@ -495,7 +512,7 @@ func (u *UI) plugins(r *http.Request) (pluginsData, error) {
 	var d pluginsData
 	for _, p := range plugins.Plugins {
 		slices.Reverse(p.History) // newest first
-		d.Plugins = append(d.Plugins, pluginRow{Status: p, Groups: users[p.Name]})
+		d.Plugins = append(d.Plugins, pluginRow{plugin: p, Groups: users[p.Name]})
 	}
 	return d, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/nativestrategy"
+	"github.com/allocd/allocd/model"
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
@@ -35,10 +36,18 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 type plugins struct{}
 
 func (plugins) List() any {
-	return []registry.Status{
-		{Name: "averagely", Version: "1.0.0", ActiveHash: "44811bb75bb5aaaa", Builtin: true, Stats: host.Stats{Calls: 3, MemoryBytes: 2 << 20},
+	type view struct {
+		registry.Status
+		Allocate *model.PluginCalls `json:"allocate,omitempty"`
+		Harness  *model.CheckReport `json:"harness,omitempty"`
+	}
+	return []view{
+		{Status: registry.Status{Name: "averagely", Version: "1.0.0", ActiveHash: "44811bb75bb5aaaa", Builtin: true, Stats: host.Stats{Calls: 3, MemoryBytes: 2 << 20},
 			History: []registry.Event{{Name: "averagely", Kind: registry.Loaded, Hash: "44811bb75bb5aaaa", Version: "1.0.0"}}},
-		{Name: "circle", Version: "1.0.0", ActiveHash: "ff5dec4baf1eaaaa", Builtin: true, LastError: "<b>bad</b> version"},
+			Allocate: &model.PluginCalls{Calls: 7, Errors: 1, Mean: 1500 * time.Microsecond, P99: 4 * time.Millisecond},
+			Harness: &model.CheckReport{Hash: "44811bb75bb5aaaa", Passed: true, Scenarios: 8, Calls: 40,
+				Checks: []model.CheckLine{{Name: "coverage", Status: "pass", Detail: "every queue assigned"}}}},
+		{Status: registry.Status{Name: "circle", Version: "1.0.0", ActiveHash: "ff5dec4baf1eaaaa", Builtin: true, LastError: "<b>bad</b> version"}},
 	}
 }
 func (plugins) Get(string) (any, bool) { return nil, false }
@@ -199,6 +208,11 @@ func TestPagesShowTheAPI(t *testing.T) {
 	noScript(t, "/ui/plugins", plugins)
 	if !strings.Contains(plugins, "&lt;b&gt;bad&lt;/b&gt; version") || !strings.Contains(plugins, "2.0 MiB") || !strings.Contains(plugins, `<a href="/ui/groups/g">g</a>`) {
 		t.Errorf("plugins page lacks the error, the memory or the groups using it")
+	}
+	for _, want := range []string{"<td class=\"num\">7</td><td class=\"num\">1</td><td class=\"num\">1.50 ms</td>", "≤ 4.00 ms", "passed</strong> (8 scenarios, 40 calls", "every queue assigned", "No allocation call yet."} {
+		if !strings.Contains(plugins, want) {
+			t.Errorf("plugins page lacks %q", want)
+		}
 	}
 	topics := e.page("/ui/topics")
 	noScript(t, "/ui/topics", topics)

@@ -23,9 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
-	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/builtin"
 	"github.com/allocd/allocd/registry"
@@ -228,10 +226,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	calls, checks := newCallStats(), newCheckReports() // for /v1/plugins (pluginview.go)
 	var coord atomic.Pointer[coordinator.Coordinator]
 	reg, err := registry.New(rt, f.pluginsDir, registry.Options{
 		Logger:   log,
-		Validate: func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) },
+		Validate: checks.validate,
 		InUse: func(name string) bool {
 			if c := coord.Load(); c != nil {
 				return c.StrategyInUse(name)
@@ -254,7 +253,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 
 	c, err := coordinator.New(coordinator.Options{
-		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
+		Store: st, Allocator: registryAllocator{reg, calls}, Logger: log, Metrics: metrics,
 		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
 		CheckStrategy: func(name string) error { return checkLoaded(reg, name) },
 		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
@@ -277,7 +276,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 	modules := newModuleServer(reg)
 	srv, err := server.New(server.Options{
-		Coordinator: c, Plugins: pluginStatus{reg}, Modules: modules, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
+		Coordinator: c, Plugins: pluginStatus{reg, calls, checks}, Modules: modules, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
 		Ready:    func() error { return pluginsReady(c, reg) },
 		Warnings: func() []string { return pluginWarnings(reg) },
 	})
@@ -440,14 +439,6 @@ func pluginWarnings(r *registry.Registry) []string {
 	return out
 }
 
-// registryAllocator is the registry as the coordinator's Allocator: a version is a content hash.
-type registryAllocator struct{ r *registry.Registry }
-
-func (a registryAllocator) Allocate(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
-	resp, v, err := a.r.Allocate(ctx, plugin, req)
-	return resp, v.Hash, err
-}
-
 // checkLoaded refuses a binding to a plugin that has no version serving, listing those that do.
 func checkLoaded(r *registry.Registry, name string) error {
 	s, ok := r.StatusOf(name)
@@ -465,13 +456,6 @@ func checkLoaded(r *registry.Registry, name string) error {
 	}
 	return fmt.Errorf("no plugin of that name in %s (loaded: %s)", r.Dir(), strings.Join(loaded, ", "))
 }
-
-// pluginStatus shows the registry's status on /v1/plugins.
-type pluginStatus struct{ r *registry.Registry }
-
-func (p pluginStatus) List() any { return p.r.Status() }
-
-func (p pluginStatus) Get(name string) (any, bool) { return p.r.StatusOf(name) }
 
 // reloadMetrics adapts the registry's load observations to Prometheus.
 type reloadMetrics struct {

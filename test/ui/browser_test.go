@@ -440,6 +440,13 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, ctx, "ui-topics.png")
 	open(t, ctx, admin.url+"/ui/plugins")
 	waitFor(t, ctx, "the plugins", `document.querySelectorAll('section.plugin').length >= 7`, 5*time.Second)
+	// The version serving passed the harness's check before it served; g's rebalances called it.
+	if got := run(t, ctx, "averagely's harness report", chromedp.Evaluate[string](`(document.querySelector('#plugin-averagely .harness summary strong') || {}).textContent || "none"`)); got != "passed" {
+		t.Errorf("averagely's harness report: %q, want passed", got)
+	}
+	if n := run(t, ctx, "averagely's calls", chromedp.Evaluate[int](`document.querySelectorAll('#plugin-averagely table.stats')[0].querySelector('tbody td').textContent * 1`)); n < 2 {
+		t.Errorf("averagely's allocation calls: %d, want at least 2 (generations 1 and 2)", n)
+	}
 	screenshot(t, ctx, "ui-plugins.png")
 
 	// Read mode: no action offered anywhere; the preview (which changes nothing) still works.
