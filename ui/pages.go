@@ -197,11 +197,16 @@ type groupsData struct {
 	Total  int
 }
 
+// groupRow is flat: templates look fields of embedded structs up by reflection at every use.
 type groupRow struct {
-	model.GroupSummary
-	Version string
-	Handoff model.HandoffMode
-	Topics  []topicGen
+	Name, Strategy, Version string
+	Model                   model.Model
+	Orderly                 bool
+	Handoff                 model.HandoffMode
+	State                   model.GroupState
+	Members                 int
+	Lag                     *int64
+	Topics                  []topicGen
 }
 
 type topicGen struct {
@@ -230,7 +235,8 @@ func (u *UI) groups(r *http.Request, q url.Values) (groupsData, error) {
 		if filter != "" && !strings.Contains(strings.ToLower(g.Name), filter) {
 			continue
 		}
-		row := groupRow{GroupSummary: g, Version: versions[g.Strategy], Handoff: g.Handoff}
+		row := groupRow{Name: g.Name, Strategy: g.Strategy, Version: versions[g.Strategy], Model: g.Model, Orderly: g.Orderly,
+			Handoff: g.Handoff, State: g.State, Members: g.Members, Lag: g.Lag}
 		if row.Handoff == "" {
 			row.Handoff = model.HandoffCooperative
 		}

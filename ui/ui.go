@@ -47,7 +47,7 @@ func ParseMode(s string) (Mode, error) {
 // Defaults of Options.
 const (
 	DefaultPoll      = 250 * time.Millisecond
-	DefaultMaxStream = 64
+	DefaultMaxStream = 32
 )
 
 // Options set up the UI.

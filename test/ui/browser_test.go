@@ -438,6 +438,11 @@ func TestBrowser(t *testing.T) {
 	open(t, ctx, admin.url+"/ui/topics")
 	waitFor(t, ctx, "the topics", `document.querySelectorAll('#topics tbody tr').length === 2`, 5*time.Second)
 	screenshot(t, ctx, "ui-topics.png")
+	do(t, ctx, "delete topic U", chromedp.Click(chromedp.CSS(`button[data-action="delete-topic"][data-name="U"]`)), chromedp.WaitVisible(chromedp.CSS("#confirm")), chromedp.Click(chromedp.CSS("#confirm-ok")))
+	waitFor(t, ctx, "U gone from the page", `document.querySelector('#topics tr[data-name="U"]') === null && document.querySelector('#topics tr[data-name="T"]') !== null`, 5*time.Second)
+	if code := admin.do("GET", "/v1/topics/U", "", nil); code != http.StatusNotFound {
+		t.Fatalf("after the confirmed delete, GET /v1/topics/U: %d, want 404", code)
+	}
 	open(t, ctx, admin.url+"/ui/plugins")
 	waitFor(t, ctx, "the plugins", `document.querySelectorAll('section.plugin').length >= 7`, 5*time.Second)
 	// The version serving passed the harness's check before it served; g's rebalances called it.
