@@ -12,6 +12,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/model"
 	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/plugins/circle"
 	"github.com/allocd/allocd/store"
@@ -615,13 +616,16 @@ func TestRestartKeepsGenerationsDuringGrace(t *testing.T) {
 		t.Fatalf("c2 after the restart has %v at generation %d", got, a.Generations["T"])
 	}
 	e.advance(2 * time.Second)
-	if s := e.status("g").Topics["T"]; s.Generation != 1 || !s.Held {
+	if s := e.status("g").Topics["T"]; s.Generation != 1 || !s.Held || s.State != model.StateHeld {
 		t.Fatalf("while c1 and c3 are away: %+v, want generation 1 held", s)
+	}
+	if st := e.c.Groups()[0].State; st != model.StateHeld {
+		t.Fatalf("the group list says %q while c1 and c3 are away, want held", st)
 	}
 	e.hb("g", "c1", "T")
 	e.hb("g", "c3", "T")
 	e.advance(time.Second)
-	if s := e.status("g").Topics["T"]; s.Generation != 1 || s.Pending || s.Held {
+	if s := e.status("g").Topics["T"]; s.Generation != 1 || s.Pending || s.Held || s.State != model.StateStable {
 		t.Fatalf("when all came back: %+v", s)
 	}
 	if got := e.alloc.Calls("averagely"); got != calls {
