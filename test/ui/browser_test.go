@@ -6,7 +6,6 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,80 +17,29 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/allocd/allocd/internal/daemontest"
 )
 
-// daemon is a running `allocd serve`.
+// daemon is a running `allocd serve` (internal/daemontest) and its API.
 type daemon struct {
-	t      *testing.T
-	url    string
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	exited chan struct{}
+	*daemontest.Daemon
+	t   *testing.T
+	url string
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// startDaemon runs allocd serve --ui=mode on a free port and waits until it is ready.
-func startDaemon(t *testing.T, bin, mode string) *daemon {
+// startDaemon runs allocd serve --ui=mode (ALLOCD_BIN) on a free port, waits until it is
+// ready, and declares nothing.
+func startDaemon(t *testing.T, mode string) *daemon {
 	t.Helper()
-	dir := t.TempDir()
-	addrFile := filepath.Join(dir, "addr")
-	d := &daemon{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	d.cmd = exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--addr-file", addrFile,
-		"--data-dir", filepath.Join(dir, "data"), "--cache-dir", filepath.Join(os.TempDir(), "allocd-test-cache"),
-		"--ui", mode, "--debounce", "50ms", "--max-delay", "200ms", "--session-timeout", "30s", "--log-level", "warn")
-	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.cmd.Wait(); close(d.exited) }()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.exited
-		if t.Failed() {
-			t.Logf("allocd serve --ui=%s log:\n%s", mode, d.stderr.String())
-		}
-	})
-	deadline := time.Now().Add(3 * time.Minute) // a first run compiles the plugins
-	for {
-		if d.url == "" {
-			if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-				d.url = "http://" + strings.TrimSpace(string(b))
-			}
-		}
-		if d.url != "" {
-			if resp, err := http.Get(d.url + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return d
-				}
-			}
-		}
-		select {
-		case <-d.exited:
-			t.Fatalf("allocd serve --ui=%s exited:\n%s", mode, d.stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("allocd serve --ui=%s not ready within 3 minutes", mode)
-		}
-	}
+	d := daemontest.Start(t, t.TempDir(), filepath.Join(os.TempDir(), "allocd-test-cache"),
+		"--ui", mode, "--max-delay", "200ms", "--session-timeout", "30s", "--log-level", "warn")
+	return &daemon{Daemon: d, t: t, url: d.URL}
 }
 
 // do sends a request to the API and decodes its JSON answer into out (when not nil).
@@ -261,10 +209,11 @@ func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action
 	run(t, ctx, what, chromedp.Steps(steps...))
 }
 
-// open navigates to a page and waits until its live stream is connected.
+// open navigates to a page and waits until its live stream is connected and has sent the page
+// once (so that no update moves what a click aims at right after).
 func open(t *testing.T, ctx context.Context, url string) {
 	t.Helper()
-	do(t, ctx, "open "+url, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body.live")))
+	do(t, ctx, "open "+url, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("body.live[data-updates]")))
 }
 
 // waitFor polls a JavaScript predicate in the page and returns how long it took to hold.
@@ -281,7 +230,7 @@ func waitNavigated(t *testing.T, ctx context.Context, path string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		at, err := chromedp.Run(tctx, chromedp.Evaluate[string](`location.pathname + (document.body && document.body.classList.contains("live") ? " live" : "")`))
+		at, err := chromedp.Run(tctx, chromedp.Evaluate[string](`location.pathname + (document.body && document.body.classList.contains("live") ? " live" : "") + (document.getElementById("toast") && !document.getElementById("toast").hidden ? " (says: " + document.getElementById("toast").textContent + ")" : "")`))
 		cancel()
 		if err == nil && at == path+" live" {
 			return
@@ -341,12 +290,11 @@ func loadTime(t *testing.T, ctx context.Context, url string, n int) time.Duratio
 }
 
 func TestBrowser(t *testing.T) {
-	bin := os.Getenv("ALLOCD_BIN")
-	if bin == "" {
-		t.Fatal("ALLOCD_BIN is not set: run `make test`, which builds build/allocd and sets it")
+	if os.Getenv("ALLOCD_BIN") == "" {
+		t.Fatal("ALLOCD_BIN is not set: run `make test` (or `make test-ui`), which builds build/allocd and sets it")
 	}
 	ctx := browser(t)
-	admin := startDaemon(t, bin, "admin")
+	admin := startDaemon(t, "admin")
 	setup(admin, 0)
 
 	// A group's page: the grid shows the API's owners.
@@ -455,7 +403,7 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, ctx, "ui-plugins.png")
 
 	// Read mode: no action offered anywhere; the preview (which changes nothing) still works.
-	read := startDaemon(t, bin, "read")
+	read := startDaemon(t, "read")
 	setup(read, 48) // 50 groups
 	for _, page := range []string{"/ui/groups", "/ui/groups/g", "/ui/topics", "/ui/plugins"} {
 		open(t, ctx, read.url+page)
