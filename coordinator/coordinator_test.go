@@ -373,8 +373,11 @@ func TestPluginFailureKeepsThePreviousGeneration(t *testing.T) {
 	e.hb("g", "c2", "T")
 	e.advance(300 * time.Millisecond)
 	s := e.status("g").Topics["T"]
-	if s.Generation != 1 || s.Failures != 1 || s.Error == "" || !s.Pending {
+	if s.Generation != 1 || s.Failures != 1 || s.Error == "" || !s.Pending || s.State != model.StatePluginFailing {
 		t.Fatalf("after a failure: %+v; want generation 1 kept, the failure reported", s)
+	}
+	if st := e.c.Groups()[0].State; st != model.StatePluginFailing {
+		t.Fatalf("the group list says %q after a failure, want plugin-failing", st)
 	}
 	if got := ids(e.hb("g", "c1", "T").Queues["T"]); !slices.Equal(got, []int32{0, 1, 2, 3}) {
 		t.Fatalf("c1 has %v during the failure, want its previous queues", got)
@@ -391,7 +394,7 @@ func TestPluginFailureKeepsThePreviousGeneration(t *testing.T) {
 	e.hb("g", "c2", "T")
 	e.advance(2 * time.Second)
 	s = e.status("g").Topics["T"]
-	if s.Generation != 2 || s.Failures != 0 || s.Error != "" || s.Pending {
+	if s.Generation != 2 || s.Failures != 0 || s.Error != "" || s.Pending || s.State != model.StateStable {
 		t.Fatalf("after recovery: %+v", s)
 	}
 }

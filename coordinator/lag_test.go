@@ -1,7 +1,6 @@
 package coordinator_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -56,32 +55,5 @@ func TestLagFromHeartbeats(t *testing.T) {
 	report("c1", q(3, 4, 4))
 	if s := e.status("g").Topics["T"]; s.Lag == nil || *s.Lag != 15+0 || s.Offsets[3].Member != "c1" {
 		t.Fatalf("after c2 left: lag %v offsets %+v; want 15 with c1's report of queue 3", s.Lag, s.Offsets)
-	}
-}
-
-// A failing strategy makes the group plugin-failing until a computation succeeds.
-func TestGroupStateFailing(t *testing.T) {
-	e := newEnv(t)
-	e.topic("T", 4)
-	e.group("g", "averagely")
-	e.hb("g", "c1", "T")
-	e.advance(time.Second)
-	e.alloc.mu.Lock()
-	e.alloc.fail = errors.New("trap")
-	e.alloc.mu.Unlock()
-	e.hb("g", "c2", "T")
-	e.advance(300 * time.Millisecond)
-	if s := e.status("g"); s.State != model.StatePluginFailing || s.Topics["T"].State != model.StatePluginFailing {
-		t.Fatalf("state %q, want plugin-failing", s.State)
-	}
-	if st := e.c.Groups()[0].State; st != model.StatePluginFailing {
-		t.Fatalf("list state %q, want plugin-failing", st)
-	}
-	e.alloc.mu.Lock()
-	e.alloc.fail = nil
-	e.alloc.mu.Unlock()
-	e.advance(3 * time.Second)
-	if s := e.status("g"); s.State != model.StateStable {
-		t.Fatalf("state %q after recovery, want stable", s.State)
 	}
 }
