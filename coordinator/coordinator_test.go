@@ -795,6 +795,9 @@ func TestSubscriptionsToUndeclaredTopics(t *testing.T) {
 			t.Fatalf("assignment of an undeclared topic: %+v", a)
 		}
 		e.advance(time.Second)
+		if st := e.status("g").State; st != model.StateStable {
+			t.Fatalf("a group waiting for its topics to be declared is %q, want stable (nothing to compute)", st)
+		}
 		if _, err := e.c.Leave("g", "c1"); err != nil {
 			t.Fatal(err)
 		}

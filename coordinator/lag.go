@@ -82,9 +82,12 @@ func lagOf(st *topicState) ([]QueueLag, *int64) {
 	return out, total
 }
 
-// stateOf is a topic's state. Caller holds c.mu.
+// stateOf is a topic's state; a subscription to a topic not declared yet is stable: there is
+// nothing to compute until it is. Caller holds c.mu.
 func (c *Coordinator) stateOf(g *group, st *topicState, now time.Time) model.GroupState {
 	switch {
+	case c.pending(st):
+		return model.StateStable
 	case st.lastErr != "":
 		return model.StatePluginFailing
 	case st.dirty && c.held(g, st, now):
