@@ -33,10 +33,30 @@
 
   function connect() {
     if (source) source.close();
+    clearInterval(connect.fallback);
     source = new EventSource("/ui/events?page=" + encodeURIComponent(pageAddress()));
     source.addEventListener("live", (ev) => swap(ev.data));
     source.onopen = () => { document.body.classList.add("live"); conn.textContent = "live"; };
-    source.onerror = () => { document.body.classList.remove("live"); conn.textContent = "reconnecting"; };
+    source.onerror = () => {
+      document.body.classList.remove("live");
+      if (source.readyState === EventSource.CLOSED) {
+        // Refused (too many live pages): reload the live part every few seconds instead.
+        conn.textContent = "refreshing every 3 s";
+        clearInterval(connect.fallback);
+        connect.fallback = setInterval(refresh, 3000);
+      } else {
+        conn.textContent = "reconnecting";
+      }
+    };
+  }
+
+  async function refresh() {
+    const u = new URL(location.href);
+    u.searchParams.set("fragment", "1");
+    try {
+      const resp = await fetch(u);
+      if (resp.ok || resp.status === 404) swap(await resp.text());
+    } catch (e) { conn.textContent = "daemon unreachable"; }
   }
 
   function swap(html) {
