@@ -47,7 +47,7 @@ examples-if-possible:
 test: allocd plugins examples
 	ALLOCD_BIN=$(abspath $(BUILD)/allocd) ALLOCD_PLUGINS=$(abspath $(BUILD)/plugins) ALLOCD_EXAMPLES=$(abspath $(BUILD)/examples) \
 		$(GO) test -race -count=1 -timeout 45m ./...
-	@$(MAKE) --no-print-directory test-adapters test-bench
+	@$(MAKE) --no-print-directory test-adapters test-bench test-ui
 
 # The client adapters are Go modules of their own (so the core never depends on franz-go or
 # rocketmq-client-go): each runs its own `go test -race ./...`.
@@ -78,6 +78,13 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+# test/ui is a module of its own (chromedp): a real headless Chromium (Debian's chromium; set
+# CHROMIUM to use another) drives the web view of the binary built here, and writes the
+# screenshots in docs/.
+.PHONY: test-ui
+test-ui: allocd
+	cd test/ui && ALLOCD_BIN=$(abspath $(BUILD)/allocd) $(GO) test -race -count=1 -timeout 10m ./...
 
 clean:
 	rm -rf $(BUILD) $(EMBED)/*.wasm

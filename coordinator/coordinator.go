@@ -185,6 +185,8 @@ type topicState struct {
 	lastErr                string
 	lastErrAt              time.Time
 	ho                     handoffState // handoff.go
+	// offsets are the last offsets the owners reported per queue (lag.go).
+	offsets map[abi.Queue]lagReport
 }
 
 // New loads the model from the store. If the store held generations, the restart grace starts

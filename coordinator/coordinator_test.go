@@ -12,6 +12,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/model"
 	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/plugins/circle"
 	"github.com/allocd/allocd/store"
@@ -372,8 +373,11 @@ func TestPluginFailureKeepsThePreviousGeneration(t *testing.T) {
 	e.hb("g", "c2", "T")
 	e.advance(300 * time.Millisecond)
 	s := e.status("g").Topics["T"]
-	if s.Generation != 1 || s.Failures != 1 || s.Error == "" || !s.Pending {
+	if s.Generation != 1 || s.Failures != 1 || s.Error == "" || !s.Pending || s.State != model.StatePluginFailing {
 		t.Fatalf("after a failure: %+v; want generation 1 kept, the failure reported", s)
+	}
+	if st := e.c.Groups()[0].State; st != model.StatePluginFailing {
+		t.Fatalf("the group list says %q after a failure, want plugin-failing", st)
 	}
 	if got := ids(e.hb("g", "c1", "T").Queues["T"]); !slices.Equal(got, []int32{0, 1, 2, 3}) {
 		t.Fatalf("c1 has %v during the failure, want its previous queues", got)
@@ -390,7 +394,7 @@ func TestPluginFailureKeepsThePreviousGeneration(t *testing.T) {
 	e.hb("g", "c2", "T")
 	e.advance(2 * time.Second)
 	s = e.status("g").Topics["T"]
-	if s.Generation != 2 || s.Failures != 0 || s.Error != "" || s.Pending {
+	if s.Generation != 2 || s.Failures != 0 || s.Error != "" || s.Pending || s.State != model.StateStable {
 		t.Fatalf("after recovery: %+v", s)
 	}
 }
@@ -615,13 +619,16 @@ func TestRestartKeepsGenerationsDuringGrace(t *testing.T) {
 		t.Fatalf("c2 after the restart has %v at generation %d", got, a.Generations["T"])
 	}
 	e.advance(2 * time.Second)
-	if s := e.status("g").Topics["T"]; s.Generation != 1 || !s.Held {
+	if s := e.status("g").Topics["T"]; s.Generation != 1 || !s.Held || s.State != model.StateHeld {
 		t.Fatalf("while c1 and c3 are away: %+v, want generation 1 held", s)
+	}
+	if st := e.c.Groups()[0].State; st != model.StateHeld {
+		t.Fatalf("the group list says %q while c1 and c3 are away, want held", st)
 	}
 	e.hb("g", "c1", "T")
 	e.hb("g", "c3", "T")
 	e.advance(time.Second)
-	if s := e.status("g").Topics["T"]; s.Generation != 1 || s.Pending || s.Held {
+	if s := e.status("g").Topics["T"]; s.Generation != 1 || s.Pending || s.Held || s.State != model.StateStable {
 		t.Fatalf("when all came back: %+v", s)
 	}
 	if got := e.alloc.Calls("averagely"); got != calls {
@@ -788,6 +795,9 @@ func TestSubscriptionsToUndeclaredTopics(t *testing.T) {
 			t.Fatalf("assignment of an undeclared topic: %+v", a)
 		}
 		e.advance(time.Second)
+		if st := e.status("g").State; st != model.StateStable {
+			t.Fatalf("a group waiting for its topics to be declared is %q, want stable (nothing to compute)", st)
+		}
 		if _, err := e.c.Leave("g", "c1"); err != nil {
 			t.Fatal(err)
 		}

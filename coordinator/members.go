@@ -89,6 +89,7 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		c.confirmApplied(g, m)
 	}
 	c.scaleHeartbeat(g, m, &hb, now)
+	recordLag(g, m, hb.Offsets, now)
 	a := c.view(g, m.key, m.topics)
 	a.Lost = lost
 	return a, nil

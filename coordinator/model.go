@@ -227,8 +227,9 @@ type Heartbeat struct {
 	Labels     map[string]string `json:"labels"`
 	// Generations are the generations the member has applied, per topic; shown in the status.
 	Generations map[string]int64 `json:"generations"`
-	// Offsets are, per auto-scaled topic, the offsets of the queues the member owns: they tell
-	// the auto-scaler when a queue to remove is drained (autoscale.go).
+	// Offsets are, per topic, the offsets of the queues the member owns: the group status
+	// shows them as lag (lag.go), and for an auto-scaled topic they tell the auto-scaler when a
+	// queue to remove is drained (autoscale.go).
 	Offsets map[string][]QueueOffset `json:"offsets,omitempty"`
 	// Confirms says the member reports a generation in Generations only once it has stopped
 	// work on the queues the generation took away: cooperative handoff waits for it. A member

@@ -16,6 +16,7 @@ type (
 	MemberStatus = model.MemberStatus
 	TopicStatus  = model.TopicStatus
 	GroupSummary = model.GroupSummary
+	TopicSummary = model.TopicSummary
 	Preview      = model.Preview
 	TopicPreview = model.TopicPreview
 	Move         = model.Move
@@ -34,7 +35,7 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 		return GroupStatus{}, notFound("group %q not found", name)
 	}
 	now := c.clock.Now()
-	s := GroupStatus{Group: cloneGroup(g.cfg), Members: make([]MemberStatus, 0, len(g.members)), Topics: map[string]TopicStatus{}}
+	s := GroupStatus{Group: cloneGroup(g.cfg), State: model.StateStable, Members: make([]MemberStatus, 0, len(g.members)), Topics: map[string]TopicStatus{}}
 	for _, m := range g.members {
 		ms := MemberStatus{
 			CID: m.cid, InstanceID: m.instance, Topics: slices.Clone(m.topics), Labels: maps.Clone(m.labels),
@@ -64,6 +65,9 @@ func (c *Coordinator) Group(name string) (GroupStatus, error) {
 			ts.Assignment = byCID(st.gen.Assignment, st.gen.CIDs)
 			ts.Handoffs = handoffsByCID(st.gen)
 		}
+		ts.State = c.stateOf(g, st, now)
+		ts.Offsets, ts.Lag = lagOf(st)
+		s.State = s.State.Worse(ts.State)
 		s.Topics[name] = ts
 	}
 	return s, nil
@@ -74,8 +78,20 @@ func (c *Coordinator) Groups() []GroupSummary {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]GroupSummary, 0, len(c.groups))
+	now := c.clock.Now()
 	for _, g := range c.groups {
-		out = append(out, GroupSummary{Group: cloneGroup(g.cfg), Members: len(g.members)})
+		gs := GroupSummary{Group: cloneGroup(g.cfg), Members: len(g.members), State: model.StateStable, Topics: make(map[string]TopicSummary, len(g.topics))}
+		for name, st := range g.topics {
+			ts := TopicSummary{State: c.stateOf(g, st, now)}
+			if st.gen != nil {
+				ts.Generation = st.gen.Number
+			}
+			_, ts.Lag = lagOf(st)
+			gs.State = gs.State.Worse(ts.State)
+			gs.Lag = addLag(gs.Lag, ts.Lag)
+			gs.Topics[name] = ts
+		}
+		out = append(out, gs)
 	}
 	slices.SortFunc(out, func(a, b GroupSummary) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -278,6 +278,12 @@ func Run(ctx context.Context, p Allocator, opts Options) (*Report, error) {
 // balance when "balanced", stickiness when "sticky". It returns the first failure (a *Failure) or
 // nil, and takes a few milliseconds per scenario.
 func Quick(ctx context.Context, p Allocator, config map[string]string) error {
+	_, err := QuickReport(ctx, p, config)
+	return err
+}
+
+// QuickReport is Quick with its report (nil when the run could not start).
+func QuickReport(ctx context.Context, p Allocator, config map[string]string) (*Report, error) {
 	r := newRunner(ctx, p, Options{
 		Seed: 0x9e3779b97f4a7c15, Scenarios: 8, Config: config, MaxQueues: 300, MaxConsumers: 40,
 		Repeats: 1, Concurrency: 2, ShrinkBudget: -1,
@@ -285,12 +291,12 @@ func Quick(ctx context.Context, p Allocator, config map[string]string) error {
 	r.quick = true
 	rep, err := r.run()
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if len(rep.Failures) > 0 {
-		return rep.Failures[0]
+		return rep, rep.Failures[0]
 	}
-	return nil
+	return rep, nil
 }
 
 type runner struct {

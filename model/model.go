@@ -78,6 +78,8 @@ type Group struct {
 // generation in force with the whole assignment.
 type GroupStatus struct {
 	Group
+	// State is the group's state (GroupState): the worst of its topics'.
+	State   GroupState             `json:"state"`
 	Members []MemberStatus         `json:"members"`
 	Topics  map[string]TopicStatus `json:"topics"`
 }
@@ -115,12 +117,80 @@ type TopicStatus struct {
 	// Handoffs are the queues the strategy gave to a new owner that waits for the previous
 	// one to confirm it let them go (cooperative handoff), by client id.
 	Handoffs []Handoff `json:"handoffs,omitempty"`
+	// State is the topic's state (GroupState).
+	State GroupState `json:"state"`
+	// Offsets are the last offsets the owners of the queues reported in their heartbeats,
+	// one per queue of the generation in force that has a report, sorted by queue.
+	Offsets []QueueLag `json:"offsets,omitempty"`
+	// Lag is the sum of the known lags of Offsets; nil when no queue's lag is known.
+	Lag *int64 `json:"lag,omitempty"`
+}
+
+// GroupState is what a group (or one of its topics) is doing, worst first.
+type GroupState string
+
+// The group states, from the worst.
+const (
+	// StatePluginFailing: the last computation failed (the strategy errored, trapped or timed
+	// out); the generation in force keeps serving.
+	StatePluginFailing GroupState = "plugin-failing"
+	// StateHeld: a change waits for the restart grace to end (members coming back).
+	StateHeld GroupState = "held"
+	// StateRebalancing: a change waits for its computation, or queues wait for their previous
+	// owner to let them go (cooperative handoff).
+	StateRebalancing GroupState = "rebalancing"
+	// StateStable: the generation in force is up to date and every queue is with its owner.
+	StateStable GroupState = "stable"
+)
+
+// Worse returns the worse of two states.
+func (s GroupState) Worse(o GroupState) GroupState {
+	rank := func(s GroupState) int {
+		switch s {
+		case StatePluginFailing:
+			return 3
+		case StateHeld:
+			return 2
+		case StateRebalancing:
+			return 1
+		}
+		return 0
+	}
+	if rank(o) > rank(s) {
+		return o
+	}
+	return s
+}
+
+// QueueLag is one queue's last reported offsets: Committed is the group's committed offset and
+// Max the next offset to be written, -1 when unknown; Lag is Max - Committed (at least 0), nil
+// when either is unknown. At is when the report arrived, Member the client id that sent it.
+type QueueLag struct {
+	Queue     abi.Queue `json:"queue"`
+	Committed int64     `json:"committed"`
+	Max       int64     `json:"max"`
+	Lag       *int64    `json:"lag,omitempty"`
+	Member    string    `json:"member"`
+	At        time.Time `json:"at"`
 }
 
 // GroupSummary is a group in a list.
 type GroupSummary struct {
 	Group
 	Members int `json:"members"`
+	// State is the group's state, the worst of its topics'.
+	State GroupState `json:"state"`
+	// Topics are the group's topics with their generation in force and lag.
+	Topics map[string]TopicSummary `json:"topics"`
+	// Lag is the sum of the topics' known lags; nil when none is known.
+	Lag *int64 `json:"lag,omitempty"`
+}
+
+// TopicSummary is one topic of a group in a list.
+type TopicSummary struct {
+	Generation int64      `json:"generation"`
+	State      GroupState `json:"state"`
+	Lag        *int64     `json:"lag,omitempty"`
 }
 
 // Preview is a dry run of another binding on the live members: per topic, the assignment it

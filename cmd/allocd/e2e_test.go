@@ -419,6 +419,16 @@ func TestServeShutsDownOnSIGTERM(t *testing.T) {
 		code := d.do("GET", fmt.Sprintf("/v1/groups/g/assignment?cid=c1&after=%d&wait=60s", gen), "", nil)
 		polled <- code
 	}()
+	// An open page of the web view streams until the shutdown ends it.
+	streamed := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(d.url + "/ui/events?page=/ui/groups/g")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		streamed <- err
+	}()
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -435,11 +445,33 @@ func TestServeShutsDownOnSIGTERM(t *testing.T) {
 	if code := <-polled; code != http.StatusOK {
 		t.Fatalf("the waiting long-poll got %d during shutdown", code)
 	}
+	if err := <-streamed; err != nil {
+		t.Fatalf("the web view's stream ended with %v at shutdown, want its end", err)
+	}
 	if took := time.Since(start); took > 5*time.Second {
-		t.Fatalf("shutdown took %v with a long-poll waiting", took)
+		t.Fatalf("shutdown took %v with a long-poll waiting and a page streaming", took)
 	}
 	if !strings.Contains(d.stderr.String(), "allocd stopped") {
 		t.Fatalf("no clean stop in the log:\n%s", d.stderr.String())
+	}
+}
+
+// --ui=off serves no page; the default (read) serves them, and / leads to them.
+func TestServeUIModes(t *testing.T) {
+	off := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t), "--ui", "off")
+	var e struct{ Error string }
+	if code := off.do("GET", "/ui/groups", "", &e); code != http.StatusNotFound || !strings.Contains(e.Error, "no such endpoint") {
+		t.Fatalf("--ui=off: GET /ui/groups: %d %q, want the API's 404", code, e.Error)
+	}
+	d := startDaemon(t, t.TempDir(), wasmbuild.BuiltinPlugins(t))
+	resp, err := http.Get(d.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/ui/groups" || !strings.Contains(string(body), "read-only") {
+		t.Fatalf("GET / on the default --ui: %d at %s, want the read-only groups page", resp.StatusCode, resp.Request.URL.Path)
 	}
 }
 
@@ -479,11 +511,24 @@ func TestServeReloadsAReplacedPlugin(t *testing.T) {
 	var st struct {
 		ActiveHash string
 		Reloads    int
+		// The daemon's calls to the plugin, and the harness's report on the version serving.
+		Allocate *struct{ Calls, Errors int64 }
+		Harness  *struct {
+			Hash   string
+			Passed bool
+			Checks []struct{ Name, Status string }
+		}
 	}
 	d.must(http.StatusOK, "GET", "/v1/plugins/averagely", "", &st)
 	var circle struct{ ActiveHash string }
 	d.must(http.StatusOK, "GET", "/v1/plugins/circle", "", &circle)
 	if st.ActiveHash != circle.ActiveHash || st.Reloads != 1 {
 		t.Fatalf("averagely after the replacement: %+v (circle's hash %s)", st, circle.ActiveHash)
+	}
+	if st.Allocate == nil || st.Allocate.Calls < 2 || st.Allocate.Errors != 0 {
+		t.Errorf("averagely's allocation calls: %+v, want 2 or more (one per generation), no error", st.Allocate)
+	}
+	if h := st.Harness; h == nil || h.Hash != st.ActiveHash || !h.Passed || len(h.Checks) == 0 {
+		t.Errorf("averagely's harness report: %+v, want the new version's, passed", h)
 	}
 }

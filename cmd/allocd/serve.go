@@ -22,15 +22,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
 
-	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
-	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/builtin"
 	"github.com/allocd/allocd/registry"
 	"github.com/allocd/allocd/server"
 	"github.com/allocd/allocd/store"
+	"github.com/allocd/allocd/ui"
 )
 
 func init() {
@@ -57,6 +57,7 @@ type serveFlags struct {
 	historyLimit                                                int
 	historyMaxAge                                               time.Duration
 	etcd                                                        etcdFlags // serve_ha.go
+	ui                                                          ui.Mode
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -82,6 +83,11 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.IntVar(&f.historyLimit, "history-limit", coordinator.DefaultHistoryLimit, "generations of history kept per (group, topic) (-1: no limit)")
 	fs.DurationVar(&f.historyMaxAge, "history-max-age", coordinator.DefaultHistoryMaxAge, "drop history older than this, keeping the newest generation (-1ns: no limit)")
 	f.etcd.register(fs)
+	fs.Func("ui", "operators' web view at /ui/: off, read (no action offered) or admin (bind a group after a preview, delete a group or topic) (default read)", func(v string) (err error) {
+		f.ui, err = ui.ParseMode(v)
+		return err
+	})
+	f.ui = ui.Read
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, `usage: allocd serve [flags]
 
@@ -239,10 +245,11 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
+	calls, checks := newCallStats(), newCheckReports() // for /v1/plugins (pluginview.go)
 	var coord atomic.Pointer[coordinator.Coordinator]
 	reg, err := registry.New(rt, f.pluginsDir, registry.Options{
 		Logger:   log,
-		Validate: func(ctx context.Context, p *host.Plugin) error { return harness.Quick(ctx, p, nil) },
+		Validate: checks.validate,
 		InUse: func(name string) bool {
 			if c := coord.Load(); c != nil {
 				return c.StrategyInUse(name)
@@ -266,12 +273,12 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if haSt != nil {
 		return serveHA(ctx, haServe{
 			f: f, log: log, cfg: cfg, ha: haSt, addr: addr, handler: &handler, httpSrv: httpSrv, serveErr: serveErr,
-			metrics: metrics, reg: reg, coord: &coord,
+			metrics: metrics, reg: reg, coord: &coord, calls: calls, checks: checks,
 		})
 	}
 
 	c, err := coordinator.New(coordinator.Options{
-		Store: st, Allocator: registryAllocator{reg}, Logger: log, Metrics: metrics,
+		Store: st, Allocator: registryAllocator{reg, calls}, Logger: log, Metrics: metrics,
 		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
 		CheckStrategy: func(name string) error { return checkLoaded(reg, name) },
 		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
@@ -294,14 +301,18 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 
 	modules := newModuleServer(reg)
 	srv, err := server.New(server.Options{
-		Coordinator: c, Plugins: pluginStatus{reg}, Modules: modules, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
+		Coordinator: c, Plugins: pluginStatus{reg, calls, checks}, Modules: modules, Logger: log, Gatherer: metrics, Metrics: metrics, MaxWait: f.maxWait,
 		Ready:    func() error { return pluginsReady(c, reg) },
 		Warnings: func() []string { return pluginWarnings(reg) },
 	})
 	if err != nil {
 		return err
 	}
-	handler.Store(ptr(srv.Handler()))
+	apiHandler, err := withUI(f, log, httpSrv, srv.Handler())
+	if err != nil {
+		return err
+	}
+	handler.Store(ptr(apiHandler))
 	grace, graceActive := c.Grace()
 	serving, kept, failing := 0, 0, 0
 	for _, s := range reg.Status() {
@@ -316,7 +327,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	ev := log.Info().Str("addr", addr).Str("dataDir", f.dataDir).Str("pluginsDir", reg.Dir()).
 		Int("plugins", serving).Int("pluginsFromKept", kept).Int("pluginsNotServing", failing).
-		Dur("sessionTimeout", f.sessionTimeout)
+		Dur("sessionTimeout", f.sessionTimeout).Str("ui", string(f.ui))
 	if graceActive {
 		ev = ev.Time("restartGraceUntil", grace)
 	}
@@ -439,14 +450,6 @@ func pluginWarnings(r *registry.Registry) []string {
 	return out
 }
 
-// registryAllocator is the registry as the coordinator's Allocator: a version is a content hash.
-type registryAllocator struct{ r *registry.Registry }
-
-func (a registryAllocator) Allocate(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
-	resp, v, err := a.r.Allocate(ctx, plugin, req)
-	return resp, v.Hash, err
-}
-
 // checkLoaded refuses a binding to a plugin that has no version serving, listing those that do.
 func checkLoaded(r *registry.Registry, name string) error {
 	s, ok := r.StatusOf(name)
@@ -464,13 +467,6 @@ func checkLoaded(r *registry.Registry, name string) error {
 	}
 	return fmt.Errorf("no plugin of that name in %s (loaded: %s)", r.Dir(), strings.Join(loaded, ", "))
 }
-
-// pluginStatus shows the registry's status on /v1/plugins.
-type pluginStatus struct{ r *registry.Registry }
-
-func (p pluginStatus) List() any { return p.r.Status() }
-
-func (p pluginStatus) Get(name string) (any, bool) { return p.r.StatusOf(name) }
 
 // reloadMetrics adapts the registry's load observations to Prometheus.
 type reloadMetrics struct {
@@ -611,4 +607,18 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// withUI mounts the web view (--ui) in front of api, the handler that serves /v1: the view
+// reads through it, so on an HA follower it reads what the leader serves.
+func withUI(f *serveFlags, log zerolog.Logger, httpSrv *http.Server, api http.Handler) (http.Handler, error) {
+	if f.ui == ui.Off {
+		return api, nil
+	}
+	view, err := ui.New(ui.Options{API: api, Mode: f.ui, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	httpSrv.RegisterOnShutdown(view.Close)
+	return ui.Mount(api, view), nil
 }

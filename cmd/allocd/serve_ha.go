@@ -215,6 +215,8 @@ type haServe struct {
 	metrics  *prometheus.Registry
 	reg      *registry.Registry
 	coord    *atomic.Pointer[coordinator.Coordinator]
+	calls    *callStats // for /v1/plugins (pluginview.go)
+	checks   *checkReports
 }
 
 // serveHA runs a replica: the election, a coordinator and API server for each term won, the
@@ -242,7 +244,11 @@ func serveHA(ctx context.Context, s haServe) error {
 	stepDown := el.Fenced
 	s.ha.fenced.Store(&stepDown)
 	router = ha.NewRouter(el, self, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	s.handler.Store(ptr[http.Handler](router))
+	front, err := withUI(f, log, s.httpSrv, router)
+	if err != nil {
+		return err
+	}
+	s.handler.Store(ptr(front))
 
 	events, unsubscribe := s.reg.Subscribe()
 	defer unsubscribe()
@@ -318,7 +324,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	defer st.ClearFence()
 	metrics := prometheus.NewRegistry()
 	c, err := coordinator.New(coordinator.Options{
-		Store: st, Allocator: registryAllocator{s.reg}, Logger: log, Metrics: metrics,
+		Store: st, Allocator: registryAllocator{s.reg, s.calls}, Logger: log, Metrics: metrics,
 		SessionTimeout: f.sessionTimeout, Debounce: f.debounce, MaxDelay: f.maxDelay, RestartGrace: f.grace(),
 		CheckStrategy: func(name string) error { return checkLoaded(s.reg, name) },
 		HistoryLimit:  f.historyLimit, HistoryMaxAge: f.historyMaxAge,
@@ -340,7 +346,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 		log.Error().Err(err).Str("config", f.configFile).Msg("applying --config")
 	}
 	srv, err := server.New(server.Options{
-		Coordinator: c, Plugins: pluginStatus{s.reg}, Modules: modules, Logger: log, Metrics: metrics, MaxWait: f.maxWait,
+		Coordinator: c, Plugins: pluginStatus{s.reg, s.calls, s.checks}, Modules: modules, Logger: log, Metrics: metrics, MaxWait: f.maxWait,
 		Ready:    func() error { return pluginsReady(c, s.reg) },
 		Warnings: func() []string { return pluginWarnings(s.reg) },
 	})

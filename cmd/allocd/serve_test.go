@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/allocd/allocd/ui"
 )
 
 func TestServeFlags(t *testing.T) {
@@ -25,7 +27,7 @@ func TestServeFlags(t *testing.T) {
 	if st, err := os.Stat(f.pluginsDir); err != nil || !st.IsDir() {
 		t.Fatalf("the default plugin folder was not created: %v", err)
 	}
-	if f.listen != defaultListen || f.grace() != f.sessionTimeout {
+	if f.listen != defaultListen || f.grace() != f.sessionTimeout || f.ui != ui.Read {
 		t.Fatalf("defaults: %+v, grace %v", f, f.grace())
 	}
 	f, err = parseServeFlags([]string{"--restart-grace", "0", "--session-timeout", "5s"}, io.Discard)
@@ -42,6 +44,7 @@ func TestServeFlags(t *testing.T) {
 		"--log-format xml":              `--log-format "xml"`,
 		"--debounce 1s --max-delay 1ms": "shorter than --debounce",
 		"extra":                         "unexpected arguments",
+		"--ui on":                       `--ui "on": want off, read or admin`,
 	} {
 		if _, err := parseServeFlags(strings.Fields(args), io.Discard); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("serve %s: %v, want %q", args, err, want)
