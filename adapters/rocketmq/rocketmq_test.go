@@ -243,8 +243,14 @@ func TestFailureKeepsTheLastGoodAnswer(t *testing.T) {
 	if got := s.Allocate("CG", cidAll[1], broken, cidAll); got == nil {
 		t.Fatal("a nil queue made Allocate return nil")
 	}
-	// A consumer with no good answer yet gets an empty list, not nil.
-	if got := s.Allocate("CG", cidAll[2], fresh, cidAll); got == nil || len(got) != 0 {
+	// The whole group was computed with the first call, so another consumer of it gets its
+	// own last good answer.
+	if got, want := s.Allocate("CG", cidAll[2], fresh, cidAll), consumer.AllocateByAveragely("CG", cidAll[2], mqAll, cidAll); len(got) != len(want) || len(got) == 0 || *got[0] != *want[0] {
+		t.Fatalf("another consumer after a trap: %v, want its last good answer %v", got, want)
+	}
+	// A consumer with no good answer yet (new to the group) gets an empty list, not nil.
+	joined := append([]string{"10.9.9.9@1"}, cidAll...)
+	if got := s.Allocate("CG", "10.9.9.9@1", fresh, joined); got == nil || len(got) != 0 {
 		t.Fatalf("no good answer yet: %v, want an empty list", got)
 	}
 }
