@@ -241,6 +241,9 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 	e := c.m[key]
 	c.mu.Unlock()
 	if e == nil || e.version != v || !sameQueues(mqAll, e.mqAll) || !sameStrings(cidAll, e.cidAll) {
+		if !slices.Contains(cidAll, cid) {
+			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
+		}
 		if e, err = c.compute(s, key, e, mqAll, cidAll); err != nil {
 			return nil, false, err
 		}
