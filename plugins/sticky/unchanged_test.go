@@ -199,4 +199,3 @@ func assignBefore(g *Group, opt Options) []int {
 	}
 	return owners
 }
-
