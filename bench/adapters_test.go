@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -138,8 +139,9 @@ func BenchmarkKafkaPlan64x1024(b *testing.B) {
 func rocketmqInput() ([]*primitive.MessageQueue, [2][]string) {
 	var mqAll []*primitive.MessageQueue
 	for b := range 4 {
+		broker := fmt.Sprintf("broker-%c", 'a'+b) // one string per broker, as the client's route data has it
 		for q := range 256 {
-			mqAll = append(mqAll, &primitive.MessageQueue{Topic: "TopicTest", BrokerName: fmt.Sprintf("broker-%c", 'a'+b), QueueId: q})
+			mqAll = append(mqAll, &primitive.MessageQueue{Topic: "TopicTest", BrokerName: broker, QueueId: q})
 		}
 	}
 	var cids [2][]string
@@ -147,6 +149,7 @@ func rocketmqInput() ([]*primitive.MessageQueue, [2][]string) {
 		for i := range 64 {
 			cids[v] = append(cids[v], fmt.Sprintf("10.0.%d.%d@%d", v, i, 4000+i))
 		}
+		slices.Sort(cids[v]) // as the client's rebalance sorts cidAll before it asks
 	}
 	return mqAll, cids
 }

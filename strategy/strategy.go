@@ -307,6 +307,35 @@ func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	return a, nil
 }
 
+// AssignRequest is Assign for a caller that builds the plugin's request itself, already in
+// canonical order (abi.Canonicalize: queues by topic, broker name and queue id; consumers sorted
+// byte-wise), as a client holding sorted inputs can without copying them into a Group first.
+// The answer's Results are parallel to req.Consumers and their indices refer to req.Queues. A
+// request out of canonical order is refused (the host would sort it into new slices, and the
+// caller's indices would no longer mean what it thinks).
+func (s *Strategy) AssignRequest(ctx context.Context, req *abi.Request) (*abi.Response, Version, error) {
+	queues, consumers := req.Queues, req.Consumers
+	resp, v, err := s.reg.Allocate(ctx, s.name, req)
+	if err != nil {
+		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	if !sameSlice(queues, req.Queues) || !sameSlice(consumers, req.Consumers) {
+		req.Queues, req.Consumers = queues, consumers
+		return nil, Version{}, fmt.Errorf("strategy %s: request not in canonical order", s.name)
+	}
+	for i, res := range resp.Results {
+		if res.Failed {
+			return nil, Version{}, fmt.Errorf("strategy %s: plugin failed for consumer %q: %s", s.name, req.Consumers[i], res.Err)
+		}
+	}
+	return resp, v, nil
+}
+
+// sameSlice reports whether a and b are the same slice (the same array and length).
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 // request builds the plugin's request in canonical order, with the permutations back to the
 // caller's order (nil where the caller's order is canonical already).
 func request(g *Group) (req *abi.Request, qperm, cperm []int) {

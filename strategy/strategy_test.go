@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/wasmbuild"
 	"github.com/allocd/allocd/plugins/averagely"
@@ -239,5 +240,47 @@ func TestAssignErrorOnATrap(t *testing.T) {
 		if !strings.Contains(err.Error(), "strategy s") {
 			t.Fatalf("error %q does not name the strategy", err)
 		}
+	}
+}
+
+// AssignRequest answers a canonical request as Assign answers the same group, and refuses one
+// out of canonical order (whose answer's indices would not refer to the caller's lists).
+func TestAssignRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "averagely.wasm")
+	install(t, path, plugin(t, "averagely"))
+	s, _ := open(t, strategy.Config{File: path})
+	g := group(10, 3)
+	want, err := s.Assign(context.Background(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &abi.Request{Group: g.Name}
+	for _, q := range g.Queues {
+		req.Queues = append(req.Queues, abi.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+	}
+	for _, c := range g.Consumers {
+		req.Consumers = append(req.Consumers, c.ID)
+	}
+	resp, v, err := s.AssignRequest(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != want.Version || len(resp.Results) != len(want.Owned) {
+		t.Fatalf("version %+v with %d results, want %+v with %d", v, len(resp.Results), want.Version, len(want.Owned))
+	}
+	for i, r := range resp.Results {
+		if !slices.Equal(r.Indices, want.Owned[i]) {
+			t.Errorf("consumer %d: AssignRequest %v, Assign %v", i, r.Indices, want.Owned[i])
+		}
+	}
+	queues := req.Queues
+	req.Queues = slices.Clone(queues)
+	slices.Reverse(req.Queues)
+	reversed := req.Queues
+	if _, _, err := s.AssignRequest(context.Background(), req); err == nil || !strings.Contains(err.Error(), "canonical order") {
+		t.Fatalf("out-of-order request: %v, want a refusal naming the order", err)
+	}
+	if &req.Queues[0] != &reversed[0] {
+		t.Fatal("the refused request's queues were replaced")
 	}
 }

@@ -19,6 +19,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -31,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -61,12 +63,12 @@ type Balancer struct {
 	userData []byte
 
 	// intended is this member's last plan as a leader, before the cooperative adjustment:
-	// topic => partition => consumer id. A partition that the adjustment held back for a
+	// topic => partition => consumer id ("" for none). A partition that the adjustment held back for a
 	// revocation, or whose owner restarted (a static member keeps its id), has no owner in
 	// the next round's metadata; its intended owner stands in as the previous owner, so the
 	// plugin's second round finishes the first instead of starting over.
 	mu       sync.Mutex
-	intended map[string]map[int32]string
+	intended map[string][]string
 }
 
 var _ kgo.GroupBalancer = (*Balancer)(nil)
@@ -152,7 +154,7 @@ type member struct {
 
 // Balance computes the plan on the leader.
 func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
-	members, owners := b.members(cb)
+	members, owners := b.members(cb, topics)
 	b.mu.Lock()
 	intended := b.intended
 	b.mu.Unlock()
@@ -174,39 +176,61 @@ func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kg
 	return plan.plan
 }
 
+// owners is who owns which partition now: topic => partition => index into the members plus
+// one, 0 for nobody. Only the topics being balanced have an entry, as long as their partition
+// count.
+type owners map[string][]int32
+
+func (o owners) of(topic string, p int32) (int, bool) {
+	t := o[topic]
+	if p < 0 || int(p) >= len(t) || t[p] == 0 {
+		return 0, false
+	}
+	return int(t[p] - 1), true
+}
+
 // builder makes a plan and notes each partition's intended owner by consumer id.
 type builder struct {
 	plan     *kgo.BalancePlan
-	intended map[string]map[int32]string
+	intended map[string][]string // topic => partition => consumer id, "" for none
+	topics   map[string]int32
 }
 
-func newBuilder(cb *kgo.ConsumerBalancer) *builder {
-	return &builder{plan: cb.NewPlan(), intended: map[string]map[int32]string{}}
+func newBuilder(cb *kgo.ConsumerBalancer, topics map[string]int32) *builder {
+	return &builder{plan: cb.NewPlan(), intended: map[string][]string{}, topics: topics}
 }
 
-func (b *builder) add(m member, topic string, p int32) {
-	b.plan.AddPartition(m.m, topic, p)
-	if b.intended[topic] == nil {
-		b.intended[topic] = map[int32]string{}
+// add gives partitions ps of topic to m.
+func (b *builder) add(m member, topic string, ps ...int32) {
+	b.plan.AddPartitions(m.m, topic, ps)
+	in := b.intended[topic]
+	if in == nil {
+		in = make([]string, b.topics[topic])
+		b.intended[topic] = in
 	}
-	b.intended[topic][p] = m.id
+	for _, p := range ps {
+		in[p] = m.id
+	}
 }
 
 // members reads the members' ids, topics and labels, and who owns which partition now.
-func (b *Balancer) members(cb *kgo.ConsumerBalancer) ([]member, map[string]map[int32]int) {
-	var members []member
-	owners := map[string]map[int32]int{}
+func (b *Balancer) members(cb *kgo.ConsumerBalancer, topics map[string]int32) ([]member, owners) {
+	members := make([]member, 0, len(cb.Members()))
+	own := make(owners, len(topics))
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		mb := member{m: m, id: m.MemberID, topics: map[string]bool{}}
+		mb := member{m: m, id: m.MemberID, topics: make(map[string]bool, len(meta.Topics))}
 		if m.InstanceID != nil && *m.InstanceID != "" {
 			mb.id = *m.InstanceID
 		}
 		for _, t := range meta.Topics {
 			mb.topics[t] = true
 		}
-		var ud userData
-		if len(meta.UserData) > 0 && json.Unmarshal(meta.UserData, &ud) == nil {
-			mb.labels = ud.Labels
+		// "{}" is what a member without labels sends: no decoding for it.
+		if ud := meta.UserData; len(ud) > 0 && string(ud) != "{}" {
+			var u userData
+			if json.Unmarshal(ud, &u) == nil {
+				mb.labels = u.Labels
+			}
 		}
 		if m.InstanceID != nil && *m.InstanceID != "" {
 			mb.labels = maps.Clone(mb.labels)
@@ -215,86 +239,136 @@ func (b *Balancer) members(cb *kgo.ConsumerBalancer) ([]member, map[string]map[i
 			}
 			mb.labels["instanceId"] = *m.InstanceID
 		}
-		i := len(members)
+		i := int32(len(members)) + 1
 		for _, op := range meta.OwnedPartitions {
-			if owners[op.Topic] == nil {
-				owners[op.Topic] = map[int32]int{}
+			n, ok := topics[op.Topic]
+			if !ok {
+				continue
+			}
+			o := own[op.Topic]
+			if o == nil {
+				o = make([]int32, n)
+				own[op.Topic] = o
 			}
 			for _, p := range op.Partitions {
-				if _, taken := owners[op.Topic][p]; !taken {
-					owners[op.Topic][p] = i
+				if p >= 0 && p < n && o[p] == 0 {
+					o[p] = i
 				}
 			}
 		}
 		members = append(members, mb)
 	})
-	return members, owners
+	return members, own
 }
 
 // plan asks the plugin, once per set of topics that the same members subscribe to (usually
 // one set: every member reads every topic).
-func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, owners map[string]map[int32]int, intended map[string]map[int32]string, topics map[string]int32) (*builder, error) {
-	ids := map[string]int{}
+func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, intended map[string][]string, topics map[string]int32) (*builder, error) {
+	ids := make(map[string]int, len(members))
 	for i, m := range members {
 		ids[m.id] = i
 	}
 	racks := cb.PartitionRacks()
 	sets := map[string][]string{} // subscriber set => topics
 	subs := map[string][]int{}
+	key := make([]byte, 0, len(members))
 	for _, t := range slices.Sorted(maps.Keys(topics)) {
 		var who []int
-		var key strings.Builder
+		key = key[:0]
 		for i, m := range members {
 			if m.topics[t] {
 				who = append(who, i)
-				fmt.Fprintf(&key, "%d,", i)
+				key = binary.AppendUvarint(key, uint64(i))
 			}
 		}
 		if len(who) == 0 {
 			continue
 		}
-		sets[key.String()] = append(sets[key.String()], t)
-		subs[key.String()] = who
+		sets[string(key)] = append(sets[string(key)], t)
+		subs[string(key)] = who
 	}
-	plan := newBuilder(cb)
+	plan := newBuilder(cb, topics)
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
-	for _, key := range slices.Sorted(maps.Keys(sets)) {
-		who := subs[key]
-		g := &strategy.Group{Name: cb.Info().Group, Config: b.cfg.Config}
-		for _, i := range who {
-			g.Consumers = append(g.Consumers, strategy.Consumer{ID: members[i].id, Labels: members[i].labels})
+	var buf []int32
+	for _, k := range slices.Sorted(maps.Keys(sets)) {
+		// The plugin's request in canonical order: consumers sorted by id, queues by topic
+		// and partition.
+		who := slices.SortedFunc(slices.Values(subs[k]), func(a, c int) int { return strings.Compare(members[a].id, members[c].id) })
+		req := &abi.Request{Group: cb.Info().Group, Config: b.cfg.Config, Consumers: make([]string, len(who))}
+		var labeled bool
+		for c, i := range who {
+			req.Consumers[c] = members[i].id
+			labeled = labeled || len(members[i].labels) > 0
 		}
-		for _, t := range sets[key] {
-			for p := range topics[t] {
-				q := strategy.Queue{Topic: t, QueueID: p}
-				if o, ok := owners[t][p]; ok && members[o].topics[t] {
-					q.PrevOwner = members[o].id
-				} else if id, ok := intended[t][p]; ok {
-					if i, ok := ids[id]; ok && members[i].topics[t] {
-						q.PrevOwner = id
-					}
-				}
-				if r := racks[t]; int(p) < len(r) && r[p] != "" {
-					q.Labels = map[string]string{"zone": r[p]}
-				}
-				g.Queues = append(g.Queues, q)
+		if labeled {
+			req.ConsumerAttrs = make([]abi.Attrs, len(who))
+			for c, i := range who {
+				req.ConsumerAttrs[c].Labels = members[i].labels
 			}
 		}
-		a, err := b.s.Assign(ctx, g)
+		n := 0
+		for _, t := range sets[k] {
+			n += int(topics[t])
+		}
+		req.Queues = make([]abi.Queue, 0, n)
+		prev := make([]string, 0, n)
+		var zones []abi.Attrs
+		var hasPrev bool
+		zoneOf := map[string]map[string]string{} // one label map per rack, shared by its partitions
+		for _, t := range sets[k] {
+			r := racks[t]
+			for p := range topics[t] {
+				req.Queues = append(req.Queues, abi.Queue{Topic: t, QueueID: p})
+				var po string
+				if o, ok := own.of(t, p); ok && members[o].topics[t] {
+					po = members[o].id
+				} else if in := intended[t]; int(p) < len(in) && in[p] != "" {
+					if i, ok := ids[in[p]]; ok && members[i].topics[t] {
+						po = in[p]
+					}
+				}
+				hasPrev = hasPrev || po != ""
+				prev = append(prev, po)
+				if int(p) < len(r) && r[p] != "" {
+					if zones == nil {
+						zones = make([]abi.Attrs, len(req.Queues)-1, n)
+					}
+					z := zoneOf[r[p]]
+					if z == nil {
+						z = map[string]string{"zone": r[p]}
+						zoneOf[r[p]] = z
+					}
+					zones = append(zones, abi.Attrs{Labels: z})
+				} else if zones != nil {
+					zones = append(zones, abi.Attrs{})
+				}
+			}
+		}
+		if hasPrev {
+			req.PrevOwners = prev
+		}
+		req.QueueAttrs = zones
+		resp, _, err := b.s.AssignRequest(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		owned := 0
-		for c, qs := range a.Owned {
+		for c, res := range resp.Results {
 			m := members[who[c]]
-			for _, q := range qs {
-				plan.add(m, g.Queues[q].Topic, g.Queues[q].QueueID)
+			// A topic's partitions at a time, in one AddPartitions.
+			for j := 0; j < len(res.Indices); {
+				t := req.Queues[res.Indices[j]].Topic
+				buf = buf[:0]
+				for ; j < len(res.Indices) && req.Queues[res.Indices[j]].Topic == t; j++ {
+					buf = append(buf, req.Queues[res.Indices[j]].QueueID)
+				}
+				plan.add(m, t, buf...)
 			}
-			owned += len(qs)
+			owned += len(res.Indices)
 		}
-		if owned != len(g.Queues) {
-			return nil, fmt.Errorf("kafka: strategy %s left %d of %d partitions without an owner", b.s.Name(), len(g.Queues)-owned, len(g.Queues))
+		if owned != len(req.Queues) {
+			return nil, fmt.Errorf("kafka: strategy %s left %d of %d partitions without an owner", b.s.Name(), len(req.Queues)-owned, len(req.Queues))
 		}
 	}
 	return plan, nil
@@ -302,8 +376,8 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, owners map[s
 
 // fallback keeps every partition with its current owner where that owner is still a member
 // subscribed to the topic, and deals the rest out round-robin among the topic's subscribers.
-func fallback(cb *kgo.ConsumerBalancer, members []member, owners map[string]map[int32]int, topics map[string]int32) *builder {
-	plan := newBuilder(cb)
+func fallback(cb *kgo.ConsumerBalancer, members []member, own owners, topics map[string]int32) *builder {
+	plan := newBuilder(cb, topics)
 	next := 0
 	for _, t := range slices.Sorted(maps.Keys(topics)) {
 		var who []int
@@ -316,7 +390,7 @@ func fallback(cb *kgo.ConsumerBalancer, members []member, owners map[string]map[
 			continue
 		}
 		for p := range topics[t] {
-			if o, ok := owners[t][p]; ok && members[o].topics[t] {
+			if o, ok := own.of(t, p); ok && members[o].topics[t] {
 				plan.add(members[o], t, p)
 				continue
 			}

@@ -37,6 +37,7 @@ type cluster struct {
 	c       *kfake.Cluster
 	plugin  string // the members' plugin file
 	config  map[string]string
+	zones   map[string]string // a member's zone label by name ("z-" + name by default)
 	mu      sync.Mutex
 	members []*consumerMember
 	seen    map[string]bool // topic/partition/offset consumed
@@ -89,8 +90,12 @@ func copyFile(t *testing.T, from, to string) {
 func (k *cluster) join(name, instanceID string) *consumerMember {
 	t := k.t
 	t.Helper()
+	zone := "z-" + name
+	if z, ok := k.zones[name]; ok {
+		zone = z
+	}
 	bal, err := NewBalancer(context.Background(), Config{PluginFile: k.plugin, CacheDir: cacheDir, Config: k.config,
-		Labels: map[string]string{"zone": "z-" + name}, OnError: func(error) { k.errs.Add(1) }})
+		Labels: map[string]string{"zone": zone}, OnError: func(error) { k.errs.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +280,13 @@ func samePlan(a, b map[string][]int32) bool {
 // expected is the plugin's own answer for these members (by member id), asked directly.
 func expected(t *testing.T, pluginFile string, members []string) plan {
 	t.Helper()
+	return expectedZoned(t, pluginFile, members, nil, "")
+}
+
+// expectedZoned is expected with each member's zone label (by member id) and every partition's
+// zone, "" for none.
+func expectedZoned(t *testing.T, pluginFile string, members []string, zones map[string]string, partitionZone string) plan {
+	t.Helper()
 	s, err := strategy.Open(context.Background(), strategy.Config{File: pluginFile, CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
@@ -283,12 +295,20 @@ func expected(t *testing.T, pluginFile string, members []string) plan {
 	g := &strategy.Group{Name: group}
 	for _, tp := range topics {
 		for p := range int32(partitions) {
-			g.Queues = append(g.Queues, strategy.Queue{Topic: tp, QueueID: p})
+			q := strategy.Queue{Topic: tp, QueueID: p}
+			if partitionZone != "" {
+				q.Labels = map[string]string{"zone": partitionZone}
+			}
+			g.Queues = append(g.Queues, q)
 		}
 	}
 	sort.Strings(members)
 	for _, m := range members {
-		g.Consumers = append(g.Consumers, strategy.Consumer{ID: m})
+		c := strategy.Consumer{ID: m}
+		if z, ok := zones[m]; ok {
+			c.Labels = map[string]string{"zone": z}
+		}
+		g.Consumers = append(g.Consumers, c)
 	}
 	a, err := s.Assign(context.Background(), g)
 	if err != nil {
@@ -489,5 +509,35 @@ func TestStaticMemberRestartKeepsItsPartitions(t *testing.T) {
 	k.own.Unlock()
 	if !samePlan(sorted(before), sorted(after)) {
 		t.Fatalf("restarted static member owns %v, had %v", sorted(after), sorted(before))
+	}
+}
+
+// Rack-aware assignment end to end (KIP-881): the members' zones travel as their racks, so the
+// leader's client loads each partition leader's rack (kfake puts every broker in rack "krack")
+// and the plugin sees it as the partition's zone. With sticky, the member in "krack" takes the
+// partitions up to its load bound, and the plan is the plugin's answer for those zones.
+func TestRackAwareAssignment(t *testing.T) {
+	k := newCluster(t, "sticky")
+	k.zones = map[string]string{"near": "krack", "far": "elsewhere"}
+	k.join("near", "")
+	k.join("far", "")
+	got, names := k.stable()
+	zones := map[string]string{names["near"]: "krack", names["far"]: "elsewhere"}
+	want := expectedZoned(t, k.plugin, slices.Collect(maps.Keys(got)), zones, "krack")
+	if !plansEqual(got, want) {
+		t.Fatalf("plan %v, want the plugin's answer with the partitions' racks %v", got, want)
+	}
+	count := func(m map[string][]int32) (n int) {
+		for _, ps := range m {
+			n += len(ps)
+		}
+		return n
+	}
+	total := partitions * len(topics)
+	if near, bound := count(got[names["near"]]), sticky.Bound(total, 2, sticky.DefaultBalance); near != bound {
+		t.Fatalf("the member in the partitions' rack owns %d, want its bound %d", near, bound)
+	}
+	if blind := expected(t, k.plugin, slices.Collect(maps.Keys(got))); plansEqual(got, blind) {
+		t.Fatal("the plan is the one without racks: the racks did not reach the plugin")
 	}
 }

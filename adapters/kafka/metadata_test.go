@@ -34,12 +34,14 @@ func TestJoinGroupMetadataCarriesTheMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members, owners := b.members(cb.(*kgo.ConsumerBalancer))
+	members, owners := b.members(cb.(*kgo.ConsumerBalancer), map[string]int32{"orders": 4})
 	if len(members) != 1 || members[0].id != "static-1" || members[0].labels["zone"] != "eu-1a" ||
 		members[0].labels["weight"] != "2" || members[0].labels["instanceId"] != "static-1" {
 		t.Fatalf("members %+v", members)
 	}
-	if owners["orders"][3] != 0 || owners["orders"][1] != 0 {
+	o3, ok3 := owners.of("orders", 3)
+	o1, ok1 := owners.of("orders", 1)
+	if _, ok0 := owners.of("orders", 0); o3 != 0 || !ok3 || o1 != 0 || !ok1 || ok0 {
 		t.Fatalf("owners %v", owners)
 	}
 }

@@ -17,13 +17,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/rs/zerolog"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
 	"github.com/allocd/allocd/strategy"
 )
@@ -129,11 +132,14 @@ func (s *Strategy) Allocate(group, cid string, mqAll []*primitive.MessageQueue, 
 			return nil // the daemon does not count this consumer as a member
 		}
 	} else {
-		self := slices.Index(cidAll, cid)
-		if self < 0 {
-			return nil
+		var ok bool
+		out, ok, err = s.cache.owned(s, group, cid, mqAll, cidAll)
+		if err == nil && !ok {
+			return nil // not in cidAll: the client's built-ins answer nil too
 		}
-		owned, err = s.cache.owned(s, group, mqAll, cidAll, self)
+		if err == nil {
+			return out
+		}
 	}
 	if err != nil {
 		return s.fail(key, mqAll, err)
@@ -166,9 +172,14 @@ func (s *Strategy) remember(key topicKey, out []*primitive.MessageQueue) {
 // fail reports err and returns the last good answer for key, as the queues of mqAll that are
 // still there.
 func (s *Strategy) fail(key topicKey, mqAll []*primitive.MessageQueue, err error) []*primitive.MessageQueue {
-	s.mu.Lock()
-	last := s.last[key]
-	s.mu.Unlock()
+	var last []primitive.MessageQueue
+	if s.cache != nil {
+		last = s.cache.last(key.group, key.topic, key.cid)
+	} else {
+		s.mu.Lock()
+		last = s.last[key]
+		s.mu.Unlock()
+	}
 	out := make([]*primitive.MessageQueue, 0, len(last))
 	for _, want := range last {
 		for _, q := range mqAll {
@@ -186,11 +197,18 @@ func (s *Strategy) fail(key topicKey, mqAll []*primitive.MessageQueue, err error
 	return out
 }
 
-// groupCache keeps the last whole-group answer per group and topic: RocketMQ asks every 20 s
-// with the same mqAll and cidAll most of the time, and a process with several consumers asks
-// once per consumer, so one plugin call serves them all. Strategies are deterministic (the ABI
-// gives a plugin no clock, randomness or I/O), so the same input and version give the same
-// answer.
+// groupCache keeps the last whole-group answer per (group, topic): a rebalance asks once per
+// consumer with the same mqAll and cidAll, and RocketMQ asks again every 20 s with them
+// unchanged most of the time, so one plugin call serves them all. Strategies are deterministic
+// (the ABI gives a plugin no clock, randomness or I/O), so the same input and plugin version
+// give the same answer.
+//
+// An entry's fingerprint is the plugin version, mqAll's pointers and cidAll: a hit compares
+// mqAll's pointers as one block of memory (a queue whose pointer differs is compared by value,
+// so a fresh copy of the same route hits too) and cidAll's string headers the same way (by
+// value where they differ). The cache trusts, as rocketmq-client-go's own strategies do, that
+// a *MessageQueue in mqAll is not modified in place (the client makes new ones when a route
+// changes). Memory: at most maxCached entries, each O(len(mqAll) + len(cidAll)).
 type groupCache struct {
 	mu sync.Mutex
 	m  map[[2]string]*cached
@@ -198,65 +216,207 @@ type groupCache struct {
 
 type cached struct {
 	version string
-	mqAll   []*primitive.MessageQueue
-	queues  []primitive.MessageQueue
-	cidAll  []string
-	answer  [][]int
+	mqAll   []*primitive.MessageQueue // the caller's pointers, in its order
+	cidAll  []string                  // in the caller's order
+	// sorted is cidAll sorted (cidAll itself where it is, as the client passes it), and
+	// owned[i] the queues of consumer sorted[i], as indices into mqAll.
+	sorted []string
+	owned  [][]int32
+	// queues is mqAll as the plugin's request holds it, in canonical order, and qperm maps
+	// its index to mqAll's (nil: mqAll is canonical already); a miss whose mqAll is this
+	// entry's reuses them.
+	queues []abi.Queue
+	qperm  []int
 }
 
-// maxCached bounds the cache: past it, the oldest answers are not worth keeping track of.
+// maxCached bounds the cache; past it an arbitrary entry is dropped for each new one.
 const maxCached = 1024
 
-func (c *groupCache) owned(s *Strategy, group string, mqAll []*primitive.MessageQueue, cidAll []string, self int) ([]int, error) {
+// owned returns consumer cid's queues, as pointers of mqAll, or ok false when cid is not in
+// cidAll.
+func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.MessageQueue, cidAll []string) (out []*primitive.MessageQueue, ok bool, err error) {
 	v := s.s.Version().Hash
 	key := [2]string{group, topicOf(mqAll)}
 	c.mu.Lock()
-	if e := c.m[key]; e != nil && e.hit(v, mqAll, cidAll) {
-		o := e.answer[self]
-		c.mu.Unlock()
-		return o, nil
-	}
+	e := c.m[key]
 	c.mu.Unlock()
-	g := &strategy.Group{Name: group, Config: s.cfg.Config, Queues: make([]strategy.Queue, len(mqAll)), Consumers: make([]strategy.Consumer, len(cidAll))}
-	e := &cached{mqAll: slices.Clone(mqAll), queues: make([]primitive.MessageQueue, len(mqAll)), cidAll: slices.Clone(cidAll)}
-	for i, q := range mqAll {
-		if q == nil {
-			return nil, fmt.Errorf("rocketmq: mqAll[%d] is nil", i)
+	if e == nil || e.version != v || !sameQueues(mqAll, e.mqAll) || !sameStrings(cidAll, e.cidAll) {
+		if !slices.Contains(cidAll, cid) {
+			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
 		}
-		e.queues[i] = *q
-		g.Queues[i] = strategy.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int32(q.QueueId)}
+		if e, err = c.compute(s, key, e, mqAll, cidAll); err != nil {
+			return nil, false, err
+		}
 	}
-	for i, id := range cidAll {
-		g.Consumers[i] = strategy.Consumer{ID: id}
+	i, ok := e.index(cid)
+	if !ok {
+		return nil, false, nil
 	}
+	// The caller's own pointers: a hit by value answers from this mqAll, not the entry's.
+	out = make([]*primitive.MessageQueue, len(e.owned[i]))
+	for k, q := range e.owned[i] {
+		out[k] = mqAll[q]
+	}
+	return out, true, nil
+}
+
+// last returns the last good answer for cid of (group, topic), as values, or nil.
+func (c *groupCache) last(group, topic, cid string) []primitive.MessageQueue {
+	c.mu.Lock()
+	e := c.m[[2]string{group, topic}]
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	i, ok := e.index(cid)
+	if !ok {
+		return nil
+	}
+	vals := make([]primitive.MessageQueue, len(e.owned[i]))
+	for k, q := range e.owned[i] {
+		vals[k] = *e.mqAll[q]
+	}
+	return vals
+}
+
+// compute asks the plugin for the whole group and caches the answer; prev is the entry it
+// replaces, whose queues it reuses when mqAll is the same.
+func (c *groupCache) compute(s *Strategy, key [2]string, prev *cached, mqAll []*primitive.MessageQueue, cidAll []string) (*cached, error) {
+	e := &cached{cidAll: slices.Clone(cidAll)}
+	if prev != nil && sameQueues(mqAll, prev.mqAll) {
+		e.mqAll, e.queues, e.qperm = prev.mqAll, prev.queues, prev.qperm
+	} else {
+		e.mqAll = slices.Clone(mqAll)
+		var err error
+		if e.queues, e.qperm, err = canonicalQueues(mqAll); err != nil {
+			return nil, err
+		}
+	}
+	e.sorted = e.cidAll
+	if !slices.IsSorted(cidAll) {
+		e.sorted = slices.Clone(cidAll)
+		slices.Sort(e.sorted)
+	}
+	req := &abi.Request{Group: key[0], Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	a, err := s.s.Assign(ctx, g)
+	resp, ver, err := s.s.AssignRequest(ctx, req)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	e.version, e.answer = a.Version.Hash, a.Owned
+	// Indices into mqAll, one array for the whole group, a slice of it per consumer.
+	total := 0
+	for _, r := range resp.Results {
+		total += len(r.Indices)
+	}
+	flat := make([]int32, 0, total)
+	e.owned = make([][]int32, len(e.sorted))
+	for i, r := range resp.Results {
+		from := len(flat)
+		for _, q := range r.Indices {
+			if e.qperm != nil {
+				q = e.qperm[q]
+			}
+			flat = append(flat, int32(q))
+		}
+		e.owned[i] = flat[from:len(flat):len(flat)]
+	}
+	e.version = ver.Hash
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCached {
+	if c.m == nil {
 		c.m = map[[2]string]*cached{}
+	}
+	if _, ok := c.m[key]; !ok && len(c.m) >= maxCached {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
 	}
 	c.m[key] = e
 	c.mu.Unlock()
-	return a.Owned[self], nil
+	return e, nil
 }
 
-// hit reports whether the cached answer is for this input: pointers are compared first, and
-// the queues' values where a pointer differs.
-func (e *cached) hit(version string, mqAll []*primitive.MessageQueue, cidAll []string) bool {
-	if version != e.version || len(mqAll) != len(e.mqAll) || !slices.Equal(cidAll, e.cidAll) {
+// index returns cid's index in e.sorted (the first of a repeated id, whose answer the plugin's
+// checks make every copy's).
+func (e *cached) index(cid string) (int, bool) {
+	return slices.BinarySearch(e.sorted, cid)
+}
+
+// canonicalQueues is mqAll as the plugin's request holds it, in canonical order, with the
+// permutation back to mqAll's order (nil when mqAll is canonical, as rocketmq-client-go's
+// rebalance sorts it). Queues of one run of topic and broker share one copy of the names, so
+// the encoder looks each name up once per run.
+func canonicalQueues(mqAll []*primitive.MessageQueue) ([]abi.Queue, []int, error) {
+	queues := make([]abi.Queue, len(mqAll))
+	sorted := true
+	for i, q := range mqAll {
+		if q == nil {
+			return nil, nil, fmt.Errorf("rocketmq: mqAll[%d] is nil", i)
+		}
+		if q.QueueId < math.MinInt32 || q.QueueId > math.MaxInt32 {
+			return nil, nil, fmt.Errorf("rocketmq: mqAll[%d] (%s): queue id out of range", i, q)
+		}
+		aq := abi.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: int32(q.QueueId)}
+		if i > 0 {
+			p := &queues[i-1]
+			if aq.Topic == p.Topic {
+				aq.Topic = p.Topic
+			}
+			if aq.BrokerName == p.BrokerName {
+				aq.BrokerName = p.BrokerName
+			}
+			sorted = sorted && abi.CompareQueues(*p, aq) <= 0
+		}
+		queues[i] = aq
+	}
+	if sorted {
+		return queues, nil, nil
+	}
+	perm := make([]int, len(queues))
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int { return abi.CompareQueues(queues[a], queues[b]) })
+	out := make([]abi.Queue, len(queues))
+	for i, j := range perm {
+		out[i] = queues[j]
+	}
+	return out, perm, nil
+}
+
+// sameQueues reports whether mqAll holds the same queues as was, in the same order: the same
+// pointers (compared as one block of memory), or equal values where a pointer differs.
+func sameQueues(mqAll, was []*primitive.MessageQueue) bool {
+	if len(mqAll) != len(was) {
 		return false
 	}
+	if len(mqAll) == 0 || sameWords(unsafe.Pointer(&mqAll[0]), unsafe.Pointer(&was[0]), len(mqAll)*int(unsafe.Sizeof(mqAll[0]))) {
+		return true
+	}
 	for i, q := range mqAll {
-		if q != e.mqAll[i] && (q == nil || *q != e.queues[i]) {
+		if q != was[i] && (q == nil || was[i] == nil || *q != *was[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameStrings is slices.Equal(a, b), answering from the string headers alone (one block of
+// memory) when both share their strings, as repeated calls of one rebalance do.
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), len(a)*int(unsafe.Sizeof(a[0]))) {
+		return true
+	}
+	return slices.Equal(a, b)
+}
+
+// sameWords compares n bytes at a and b (memequal: a fast path for a == b, then wide loads).
+func sameWords(a, b unsafe.Pointer, n int) bool {
+	return a == b || string(unsafe.Slice((*byte)(a), n)) == string(unsafe.Slice((*byte)(b), n))
 }
 
 // authority answers from the daemon: one member per (group, cid), joined on first use.

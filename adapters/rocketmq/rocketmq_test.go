@@ -6,15 +6,18 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/allocd/allocd/internal/wasmbuild"
 	javavectors "github.com/allocd/allocd/plugins/rocketmq"
@@ -243,8 +246,14 @@ func TestFailureKeepsTheLastGoodAnswer(t *testing.T) {
 	if got := s.Allocate("CG", cidAll[1], broken, cidAll); got == nil {
 		t.Fatal("a nil queue made Allocate return nil")
 	}
-	// A consumer with no good answer yet gets an empty list, not nil.
-	if got := s.Allocate("CG", cidAll[2], fresh, cidAll); got == nil || len(got) != 0 {
+	// The whole group was computed with the first call, so another consumer of it gets its
+	// own last good answer.
+	if got, want := s.Allocate("CG", cidAll[2], fresh, cidAll), consumer.AllocateByAveragely("CG", cidAll[2], mqAll, cidAll); len(got) != len(want) || len(got) == 0 || *got[0] != *want[0] {
+		t.Fatalf("another consumer after a trap: %v, want its last good answer %v", got, want)
+	}
+	// A consumer with no good answer yet (new to the group) gets an empty list, not nil.
+	joined := append([]string{"10.9.9.9@1"}, cidAll...)
+	if got := s.Allocate("CG", "10.9.9.9@1", fresh, joined); got == nil || len(got) != 0 {
 		t.Fatalf("no good answer yet: %v, want an empty list", got)
 	}
 }
@@ -269,15 +278,27 @@ func indexOf(mqs []*primitive.MessageQueue, q *primitive.MessageQueue) int {
 	return -1
 }
 
-// A push consumer takes the adapter and starts; there is no RocketMQ broker to be had here, so
-// the test goes as far as a client goes without one: construction, subscription, Start and
-// Shutdown, with the adapter as its strategy.
+// A push consumer takes the adapter and starts, and its rebalance runs up to the point where it
+// needs a broker. There is no RocketMQ broker to be had here, so the test goes as far as a client
+// goes without one: construction, subscription, Start, the topic's queues handed in through the
+// consumer's own UpdateTopicSubscribeInfo (what a route update does), and its own Rebalance
+// entry point. That rebalance stops at findConsumerList: the group's client ids come only from a
+// broker (GET_CONSUMER_LIST_BY_GROUP), so without one it returns before it calls the strategy.
+// The test holds that edge where it is: the strategy is not called, the consumer keeps working,
+// and the strategy answers the queues the consumer holds for a cidAll a broker would send.
 func TestPushConsumerTakesTheStrategy(t *testing.T) {
+	logs := &clientLog{}
+	rlog.SetLogger(logs)
 	s := open(t, "averagely", Config{})
+	var calls atomic.Int64
+	counting := func(group, cid string, mqAll []*primitive.MessageQueue, cidAll []string) []*primitive.MessageQueue {
+		calls.Add(1)
+		return s.Allocate(group, cid, mqAll, cidAll)
+	}
 	c, err := consumer.NewPushConsumer(
 		consumer.WithGroupName("allocd-adapter-test"),
 		consumer.WithNameServer(primitive.NamesrvAddr{"127.0.0.1:1"}),
-		consumer.WithStrategy(s.Allocate),
+		consumer.WithStrategy(counting),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +312,58 @@ func TestPushConsumerTakesTheStrategy(t *testing.T) {
 	if err := c.Start(); err != nil && !strings.Contains(err.Error(), "route") {
 		t.Fatalf("Start: %v, want it to stop only at the missing route", err)
 	}
+	var mqAll []*primitive.MessageQueue
+	for id := range 8 {
+		mqAll = append(mqAll, &primitive.MessageQueue{Topic: "TopicTest", BrokerName: "broker-a", QueueId: id})
+	}
+	c.UpdateTopicSubscribeInfo("TopicTest", mqAll)
+	if !c.IsSubscribeTopicNeedUpdate("TopicTest") {
+		// The consumer holds the queues now: a route update would not be needed for them.
+		c.Rebalance()
+	} else {
+		t.Fatal("the consumer did not take the topic's queues")
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the rebalance called the strategy %d times without a broker: the edge moved, extend this test", n)
+	}
+	if !logs.has("do balance in group failed, get consumer id list failed", "TopicTest") {
+		t.Fatalf("the rebalance did not stop at the consumer list; the client logged %q", logs.all())
+	}
+	// What the rebalance would do next, with the client ids a broker would answer.
+	cidAll := []string{"10.0.0.1@1", "10.0.0.2@1"}
+	if got, want := counting("allocd-adapter-test", cidAll[1], mqAll, cidAll), consumer.AllocateByAveragely("allocd-adapter-test", cidAll[1], mqAll, cidAll); !same(got, want) {
+		t.Fatalf("strategy %v, want %v", got, want)
+	}
 	if err := c.Shutdown(); err != nil {
 		t.Logf("Shutdown: %v", err)
 	}
 }
+
+// clientLog records rocketmq-client-go's log lines (warnings and errors) for a test to read.
+type clientLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *clientLog) add(msg string, fields map[string]any) {
+	topic, _ := fields[rlog.LogKeyTopic].(string)
+	l.mu.Lock()
+	l.lines = append(l.lines, msg+" topic="+topic)
+	l.mu.Unlock()
+}
+
+func (l *clientLog) has(msg, topic string) bool { return slices.Contains(l.all(), msg+" topic="+topic) }
+
+func (l *clientLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+func (l *clientLog) Debug(string, map[string]any)         {}
+func (l *clientLog) Info(string, map[string]any)          {}
+func (l *clientLog) Warning(msg string, f map[string]any) { l.add(msg, f) }
+func (l *clientLog) Error(msg string, f map[string]any)   { l.add(msg, f) }
+func (l *clientLog) Fatal(msg string, f map[string]any)   { l.add(msg, f) }
+func (l *clientLog) Level(string)                         {}
+func (l *clientLog) OutputPath(string) error              { return nil }

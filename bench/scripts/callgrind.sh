@@ -7,9 +7,10 @@
 #
 # Rows: the peers and the native plugins of BenchmarkPeers, and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
-# checking the answer) and hash's BenchmarkWholeGroupMemo. The wasm rows are left out: the guest's
-# compiled code runs under valgrind, but its counts came out 30x what its run time allows, and
-# callgrind's --toggle-collect, which would leave out the setup, does not survive Go's threads.
+# checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64.
+# The wasm rows are left out: the guest's compiled code runs under valgrind, but its counts came
+# out 30x what its run time allows, and callgrind's --toggle-collect, which would leave out the
+# setup, does not survive Go's threads.
 #
 # GODEBUG=asyncpreemptoff=1: callgrind asserts on the signals of Go's asynchronous preemption.
 # GOGC=off, GOMAXPROCS=1: no collector work varies between runs.
@@ -18,7 +19,8 @@ N=${1:-100}
 DIR=$(mktemp -d)
 ROOT=$(go list -m -f '{{.Dir}}' github.com/allocd/allocd)
 go test -c -o "$DIR/bench.test" .
-(cd "$ROOT" && go test -c -o "$DIR/abi.test" ./abi && go test -c -o "$DIR/hash.test" ./plugins/hash)
+(cd "$ROOT" && go test -c -o "$DIR/abi.test" ./abi && go test -c -o "$DIR/hash.test" ./plugins/hash &&
+	go test -c -o "$DIR/sticky.test" ./plugins/sticky)
 count() { # binary, benchmark, iterations
 	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
 		"$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime "${3}x" >/dev/null 2>&1
@@ -39,5 +41,8 @@ row abi.test BenchmarkHostSide/list "$N"
 row abi.test BenchmarkHostSide/owners "$N"
 for s in fresh memo-same memo-rebalance; do
 	row hash.test "BenchmarkWholeGroupMemo/$s" 20
+done
+for s in fresh steady; do # sticky natively on the Kafka comparison's group
+	row sticky.test "BenchmarkAssign1024x64/$s" 20
 done
 rm -rf "$DIR"

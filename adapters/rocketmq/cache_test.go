@@ -1,0 +1,94 @@
+package rocketmq
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// The whole-group cache answers every consumer of a rebalance from one plugin call, with each
+// caller's own pointers even when its mqAll is a fresh copy of the cached one, and an input in
+// any order gets the answer of the same input in the client's order.
+func TestCacheAnswersEachCallFromItsOwnInput(t *testing.T) {
+	s := open(t, "averagely", Config{})
+	r := rand.New(rand.NewPCG(3, 4))
+	mqAll, cidAll := rocketmqGroup(r, 50, 7)
+	calls := func() int64 { return s.s.Status().Stats.Calls }
+	before := calls()
+	for _, cid := range cidAll {
+		if got, want := s.Allocate("CG", cid, mqAll, cidAll), consumer.AllocateByAveragely("CG", cid, mqAll, cidAll); !same(got, want) {
+			t.Fatalf("%s: %v, want %v", cid, got, want)
+		}
+	}
+	if n := calls() - before; n != 1 {
+		t.Fatalf("one rebalance of %d consumers made %d plugin calls, want 1", len(cidAll), n)
+	}
+	// A fresh copy of the route and of cidAll, as another consumer's rebalance builds them: a
+	// hit, answered in the fresh pointers.
+	fresh := make([]*primitive.MessageQueue, len(mqAll))
+	for i, q := range mqAll {
+		c := *q
+		fresh[i] = &c
+	}
+	freshCids := make([]string, len(cidAll))
+	for i, c := range cidAll {
+		freshCids[i] = string([]byte(c))
+	}
+	before = calls()
+	for _, cid := range cidAll {
+		if got, want := s.Allocate("CG", cid, fresh, freshCids), consumer.AllocateByAveragely("CG", cid, fresh, freshCids); !same(got, want) {
+			t.Fatalf("fresh copy, %s: %v, want %v", cid, got, want)
+		}
+	}
+	if n := calls() - before; n != 0 {
+		t.Fatalf("an equal input made %d plugin calls, want 0", n)
+	}
+	// A changed queue value is a miss, not a stale hit.
+	changed := slices.Clone(fresh)
+	changed[len(changed)-1] = &primitive.MessageQueue{Topic: "TopicTest", BrokerName: "broker-z", QueueId: 0}
+	before = calls()
+	if got, want := s.Allocate("CG", cidAll[0], changed, cidAll), consumer.AllocateByAveragely("CG", cidAll[0], changed, cidAll); !same(got, want) {
+		t.Fatalf("changed queue: %v, want %v", got, want)
+	}
+	if n := calls() - before; n != 1 {
+		t.Fatalf("a changed queue made %d plugin calls, want 1", n)
+	}
+
+	// Shuffled mqAll and cidAll: the same queues per consumer as the sorted input gives.
+	shuffledQ, shuffledC := slices.Clone(mqAll), slices.Clone(cidAll)
+	r.Shuffle(len(shuffledQ), func(i, j int) { shuffledQ[i], shuffledQ[j] = shuffledQ[j], shuffledQ[i] })
+	r.Shuffle(len(shuffledC), func(i, j int) { shuffledC[i], shuffledC[j] = shuffledC[j], shuffledC[i] })
+	for _, cid := range cidAll {
+		got := s.Allocate("CG", cid, shuffledQ, shuffledC)
+		want := consumer.AllocateByAveragely("CG", cid, mqAll, cidAll)
+		if !same(got, want) {
+			t.Fatalf("shuffled input, %s: %v, want %v", cid, got, want)
+		}
+	}
+	// A repeated client id gets the first copy's answer, as the client's index lookup does.
+	dup := append(slices.Clone(cidAll), cidAll[2])
+	slices.Sort(dup)
+	if got, want := s.Allocate("CG", cidAll[2], mqAll, dup), consumer.AllocateByAveragely("CG", cidAll[2], mqAll, dup); !same(got, want) {
+		t.Fatalf("repeated id: %v, want %v", got, want)
+	}
+}
+
+// The cache keeps at most maxCached (group, topic) entries.
+func TestCacheIsBounded(t *testing.T) {
+	s := open(t, "averagely", Config{})
+	mqAll, cidAll := rocketmqGroup(rand.New(rand.NewPCG(5, 6)), 4, 2)
+	for i := range maxCached + 10 {
+		if got := s.Allocate("CG"+string(rune('a'+i%26))+string(rune(i)), cidAll[0], mqAll, cidAll); len(got) == 0 {
+			t.Fatalf("group %d: no queues", i)
+		}
+	}
+	s.cache.mu.Lock()
+	n := len(s.cache.m)
+	s.cache.mu.Unlock()
+	if n > maxCached {
+		t.Fatalf("%d cached entries, bound %d", n, maxCached)
+	}
+}
