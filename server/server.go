@@ -72,6 +72,7 @@ type Server struct {
 	drainOnce sync.Once
 	drain     chan struct{}
 	waiting   atomic.Int64 // long-polls blocked on a change, for tests
+	parked    parking      // HTTP/1.1 long-polls taken over from net/http (park.go)
 }
 
 // New builds the server and its routes.
@@ -114,7 +115,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Drain makes long-polls answer at once and /readyz fail: call it when shutting down, before
 // http.Server.Shutdown, so that waiting requests do not hold the shutdown up.
-func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+// It returns once the long-polls parked by the server itself have been answered (at most a
+// few seconds): http.Server.Shutdown does not wait for them.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.drain) })
+	s.drainParked(answerTimeout)
+}
 
 func (s *Server) draining() bool {
 	select {
@@ -214,6 +220,9 @@ func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Requ
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
+		if sw.hijacked {
+			return // a parked long-poll: counted when it is answered (park.go)
+		}
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
@@ -226,7 +235,8 @@ func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Requ
 
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
