@@ -52,6 +52,18 @@ type packedAssignments struct {
 	// zigzag varint of its table index minus the previous one's (the first: minus -1).
 	Assignment map[string]string `json:"assignment"`
 	Target     map[string]string `json:"target,omitempty"`
+	// Handoffs are the generation's handoffs grouped by previous owner, new owner, start and
+	// deadline, the queues of each group coded as a member's list is.
+	Handoffs []handoffRun `json:"handoffs,omitempty"`
+}
+
+// handoffRun is the handoffs that share their members and times.
+type handoffRun struct {
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Since    time.Time `json:"since"`
+	Deadline time.Time `json:"deadline"`
+	Queues   string    `json:"queues"`
 }
 
 // queueRun is a run of consecutive queue ids of one broker of one topic.
@@ -68,8 +80,9 @@ func (g Generation) MarshalJSON() ([]byte, error) {
 		Group: g.Group, Topic: g.Topic, Number: g.Number, CIDs: g.CIDs, Inputs: g.Inputs,
 		Plugin: g.Plugin, PluginVersion: g.PluginVersion, At: g.At, Handoffs: g.Handoffs,
 	}
-	if g.Assignment != nil || len(g.Target) > 0 {
-		r.Packed = pack(g.Assignment, g.Target)
+	if g.Assignment != nil || len(g.Target) > 0 || len(g.Handoffs) > 0 {
+		r.Packed = pack(g.Assignment, g.Target, g.Handoffs)
+		r.Handoffs = nil
 	}
 	return json.Marshal(r)
 }
@@ -88,11 +101,11 @@ func (g *Generation) UnmarshalJSON(b []byte) error {
 	if r.Packed == nil {
 		return nil
 	}
-	if r.Assignment != nil || r.Target != nil {
+	if r.Assignment != nil || r.Target != nil || r.Handoffs != nil {
 		return fmt.Errorf("generation %q/%q: both a packed and an unpacked assignment", r.Group, r.Topic)
 	}
 	var err error
-	g.Assignment, g.Target, err = r.Packed.unpack()
+	g.Assignment, g.Target, g.Handoffs, err = r.Packed.unpack()
 	if err != nil {
 		return fmt.Errorf("generation %q/%q: %w", r.Group, r.Topic, err)
 	}
@@ -100,24 +113,40 @@ func (g *Generation) UnmarshalJSON(b []byte) error {
 }
 
 // pack builds the queue table of assignment and target and codes their lists over it.
-func pack(assignment, target map[string][]abi.Queue) *packedAssignments {
-	t := newQueueTable(assignment, target)
+func pack(assignment, target map[string][]abi.Queue, handoffs []model.Handoff) *packedAssignments {
+	held := map[string][]abi.Queue{}
+	var runs []handoffRun
+	for _, h := range handoffs {
+		k := h.From + "\x00" + h.To + "\x00" + h.Since.String() + "\x00" + h.Deadline.String()
+		if _, ok := held[k]; !ok {
+			runs = append(runs, handoffRun{From: h.From, To: h.To, Since: h.Since, Deadline: h.Deadline, Queues: k})
+		}
+		held[k] = append(held[k], h.Queue)
+	}
+	t := newQueueTable(assignment, target, held)
 	p := &packedAssignments{Format: packedFormat, Queues: t.runs()}
+	var buf []byte
+	list := func(qs []abi.Queue) string {
+		buf = buf[:0]
+		prev := -1
+		for _, q := range qs {
+			i := t.index(q)
+			buf = binary.AppendVarint(buf, int64(i-prev))
+			prev = i
+		}
+		return base64.RawStdEncoding.EncodeToString(buf)
+	}
 	code := func(m map[string][]abi.Queue) map[string]string {
 		out := make(map[string]string, len(m))
-		var buf []byte
 		for key, qs := range m {
-			buf = buf[:0]
-			prev := -1
-			for _, q := range qs {
-				i := t.index(q)
-				buf = binary.AppendVarint(buf, int64(i-prev))
-				prev = i
-			}
-			out[key] = base64.RawStdEncoding.EncodeToString(buf)
+			out[key] = list(qs)
 		}
 		return out
 	}
+	for i := range runs {
+		runs[i].Queues = list(held[runs[i].Queues])
+	}
+	p.Handoffs = runs
 	if assignment != nil {
 		p.Assignment = code(assignment)
 	}
@@ -215,47 +244,54 @@ func (t *queueTable) runs() []queueRun {
 const maxPackedQueues = 1 << 24
 
 // unpack decodes the packed lists, each queue one of the table's, whose strings they share.
-func (p *packedAssignments) unpack() (assignment, target map[string][]abi.Queue, err error) {
+func (p *packedAssignments) unpack() (assignment, target map[string][]abi.Queue, handoffs []model.Handoff, err error) {
 	if p.Format != packedFormat {
-		return nil, nil, fmt.Errorf("packed assignment of format %q: this version reads %q", p.Format, packedFormat)
+		return nil, nil, nil, fmt.Errorf("packed assignment of format %q: this version reads %q", p.Format, packedFormat)
 	}
 	n := 0
 	for _, r := range p.Queues {
-		if r.Count <= 0 || r.First < 0 || int64(r.First)+int64(r.Count) > 1<<31 {
-			return nil, nil, fmt.Errorf("packed queue run %s/%s from %d of %d queues is invalid", r.Topic, r.Broker, r.First, r.Count)
+		if r.Count <= 0 || int64(r.First)+int64(r.Count) > 1<<31 {
+			return nil, nil, nil, fmt.Errorf("packed queue run %s/%s from %d of %d queues is invalid", r.Topic, r.Broker, r.First, r.Count)
 		}
 		n += int(r.Count)
 		if n > maxPackedQueues {
-			return nil, nil, fmt.Errorf("packed queue table lists more than %d queues", maxPackedQueues)
+			return nil, nil, nil, fmt.Errorf("packed queue table lists more than %d queues", maxPackedQueues)
 		}
 	}
 	table := make([]abi.Queue, 0, n)
 	for _, r := range p.Queues {
-		for id := r.First; id < r.First+r.Count; id++ {
-			table = append(table, abi.Queue{Topic: r.Topic, BrokerName: r.Broker, QueueID: id})
+		for id := int64(r.First); id < int64(r.First)+int64(r.Count); id++ {
+			table = append(table, abi.Queue{Topic: r.Topic, BrokerName: r.Broker, QueueID: int32(id)})
 		}
+	}
+	list := func(what, s string) ([]abi.Queue, error) {
+		raw, err := base64.RawStdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("queues of %s: %w", what, err)
+		}
+		qs := make([]abi.Queue, 0, len(raw)) // a queue takes at least one byte
+		prev := int64(-1)
+		for len(raw) > 0 {
+			d, k := binary.Varint(raw)
+			if k <= 0 {
+				return nil, fmt.Errorf("queues of %s: a truncated or overlong varint", what)
+			}
+			raw = raw[k:]
+			i := prev + d
+			if i < 0 || i >= int64(len(table)) {
+				return nil, fmt.Errorf("queues of %s: queue index %d outside the table of %d", what, i, len(table))
+			}
+			qs = append(qs, table[i])
+			prev = i
+		}
+		return qs, nil
 	}
 	decode := func(m map[string]string) (map[string][]abi.Queue, error) {
 		out := make(map[string][]abi.Queue, len(m))
 		for key, s := range m {
-			raw, err := base64.RawStdEncoding.DecodeString(s)
+			qs, err := list(fmt.Sprintf("member %q", key), s)
 			if err != nil {
-				return nil, fmt.Errorf("queues of member %q: %w", key, err)
-			}
-			qs := make([]abi.Queue, 0, len(raw)) // a queue takes at least one byte
-			prev := int64(-1)
-			for len(raw) > 0 {
-				d, k := binary.Varint(raw)
-				if k <= 0 {
-					return nil, fmt.Errorf("queues of member %q: a truncated or overlong varint", key)
-				}
-				raw = raw[k:]
-				i := prev + d
-				if i < 0 || i >= int64(len(table)) {
-					return nil, fmt.Errorf("queues of member %q: queue index %d outside the table of %d", key, i, len(table))
-				}
-				qs = append(qs, table[i])
-				prev = i
+				return nil, err
 			}
 			out[key] = qs
 		}
@@ -263,13 +299,23 @@ func (p *packedAssignments) unpack() (assignment, target map[string][]abi.Queue,
 	}
 	if p.Assignment != nil {
 		if assignment, err = decode(p.Assignment); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if p.Target != nil {
 		if target, err = decode(p.Target); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return assignment, target, nil
+	for _, r := range p.Handoffs {
+		qs, err := list(fmt.Sprintf("the handoff from %q to %q", r.From, r.To), r.Queues)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, q := range qs {
+			handoffs = append(handoffs, model.Handoff{Queue: q, From: r.From, To: r.To, Since: r.Since, Deadline: r.Deadline})
+		}
+	}
+	slices.SortFunc(handoffs, func(a, b model.Handoff) int { return abi.CompareQueues(a.Queue, b.Queue) })
+	return assignment, target, handoffs, nil
 }
