@@ -125,9 +125,16 @@ func (s *Server) waitGroup(group string, gw *groupWaiter) {
 		}
 		all = false
 		s.parked.mu.Lock()
+		// A poll is answered once: one already popped (its wait ended) since it was
+		// checked is left out.
+		kept := answer[:0]
 		for _, x := range answer {
-			heap.Remove(&gw.polls, x.p.index)
+			if i := x.p.index; i >= 0 && i < len(gw.polls) && gw.polls[i] == x.p {
+				heap.Remove(&gw.polls, i)
+				kept = append(kept, x)
+			}
 		}
+		answer = kept
 		// Polls whose wait has ended answer their current assignment.
 		for gw.polls.Len() > 0 && !now.Before(gw.polls[0].deadline) {
 			p := heap.Pop(&gw.polls).(*parkedPoll)
@@ -255,5 +262,6 @@ func (h *pollHeap) Pop() any {
 	p := old[len(old)-1]
 	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	p.index = -1 // out of the heap
 	return p
 }

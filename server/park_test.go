@@ -184,3 +184,71 @@ func requestCount(t *testing.T, e *env, route, code string) float64 {
 	}
 	return 0
 }
+
+// Parked polls of one group, with waits ending at all times and generations changing under
+// them, are each answered exactly once, with a complete answer.
+func TestParkedPollsUnderChurn(t *testing.T) {
+	e := newEnv(t, nil)
+	e.do("PUT", "/v1/topics/T", `{"brokers":[{"name":"broker-a","readQueues":8,"writeQueues":8}]}`, nil)
+	e.do("PUT", "/v1/groups/g", `{"strategy":"averagely"}`, nil)
+	e.do("POST", "/v1/groups/g/heartbeat", `{"cid":"c1","topics":["T"]}`, nil)
+	e.tick(time.Second)
+	stop := make(chan struct{})
+	churned := make(chan struct{})
+	go func() { // a member joins and leaves, again and again
+		defer close(churned)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.c.Heartbeat("g", coordinator.Heartbeat{CID: "c1", Topics: []string{"T"}}) // its session goes on
+			if i%2 == 0 {
+				e.c.Heartbeat("g", coordinator.Heartbeat{CID: "x", Topics: []string{"T"}})
+			} else {
+				e.c.Leave("g", "x")
+			}
+			e.clock.Advance(time.Second)
+			e.c.Tick(t.Context())
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	errs := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			var err error
+			defer func() { errs <- err }()
+			for i := range 40 {
+				conn, derr := net.Dial("tcp", e.ts.Listener.Addr().String())
+				if derr != nil {
+					err = derr
+					return
+				}
+				fmt.Fprintf(conn, "GET /v1/groups/g/assignment?cid=c1&after=%d&wait=%dms HTTP/1.1\r\nHost: allocd\r\n\r\n", 1<<40, 1+(w*40+i)%30)
+				conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				resp, rerr := http.ReadResponse(bufio.NewReader(conn), nil)
+				if rerr != nil {
+					conn.Close()
+					err = fmt.Errorf("poll %d/%d: %w", w, i, rerr)
+					return
+				}
+				var a coordinator.Assignment
+				derr = json.NewDecoder(resp.Body).Decode(&a)
+				conn.Close()
+				if resp.StatusCode != http.StatusOK || derr != nil || len(a.Queues["T"]) == 0 {
+					err = fmt.Errorf("poll %d/%d: %d %v %+v", w, i, resp.StatusCode, derr, a)
+					return
+				}
+			}
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(stop)
+	<-churned
+	waitFor(t, func() bool { return e.s.Waiting() == 0 })
+}

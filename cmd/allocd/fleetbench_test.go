@@ -230,14 +230,20 @@ func runFleetChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "fleet child:", err)
 		return 2
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 0
-	t.MaxIdleConnsPerHost = groups*perGroup + 100
+	// Heartbeats share a bounded pool of connections (a member's heartbeat takes a
+	// millisecond of a second); each long-poll has a connection of its own.
+	hbT := http.DefaultTransport.(*http.Transport).Clone()
+	hbT.MaxIdleConns, hbT.MaxIdleConnsPerHost, hbT.MaxConnsPerHost = 0, 128, 128
+	pollT := http.DefaultTransport.(*http.Transport).Clone()
+	pollT.MaxIdleConns, pollT.MaxIdleConnsPerHost = 0, groups*perGroup+100
 	if proto == "h2c" {
-		t.Protocols = new(http.Protocols)
-		t.Protocols.SetUnencryptedHTTP2(true)
+		for _, t := range []*http.Transport{hbT, pollT} {
+			t.Protocols = new(http.Protocols)
+			t.Protocols.SetUnencryptedHTTP2(true)
+		}
 	}
-	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: t}), client.WithTimeout(30*time.Second))
+	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: hbT}), client.WithTimeout(30*time.Second))
+	pc := client.New(url, client.WithHTTPClient(&http.Client{Transport: pollT}), client.WithTimeout(30*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -302,7 +308,7 @@ func runFleetChild(spec string) int {
 		for _, m := range ms {
 			loops.Go(func() {
 				for ctx.Err() == nil {
-					a, err := c.PollAssignment(ctx, m.group, m.cid, "", m.gen.Load(), client.DefaultPollWait)
+					a, err := pc.PollAssignment(ctx, m.group, m.cid, "", m.gen.Load(), client.DefaultPollWait)
 					if err != nil {
 						if ctx.Err() == nil {
 							errs.Add(1)
