@@ -71,6 +71,9 @@ func TestParkedPolls(t *testing.T) {
 	p1 := rawPoll(t, e, "cid=c1&after=1&wait=5s")
 	p2 := rawPoll(t, e, "cid=c2&after=1&wait=5s&topic=T")
 	waitFor(t, func() bool { return e.s.Waiting() == 2 })
+	if got := gauge(t, e, "allocd_http_parked_polls"); got != 2 {
+		t.Errorf("allocd_http_parked_polls = %v with 2 polls parked", got)
+	}
 	e.do("POST", "/v1/groups/g/heartbeat", `{"cid":"c3","topics":["T"]}`, nil)
 	e.tick(time.Second)
 	for _, conn := range []net.Conn{p1, p2} {
@@ -251,4 +254,20 @@ func TestParkedPollsUnderChurn(t *testing.T) {
 	close(stop)
 	<-churned
 	waitFor(t, func() bool { return e.s.Waiting() == 0 })
+}
+
+// gauge reads a gauge without labels.
+func gauge(t *testing.T, e *env, name string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }

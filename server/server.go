@@ -100,7 +100,10 @@ func New(opts Options) (*Server, error) {
 		}, []string{"route"}),
 	}
 	if opts.Metrics != nil {
-		for _, c := range []prometheus.Collector{s.requests, s.seconds} {
+		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
+		}, func() float64 { return float64(s.parked.busy.Load()) })
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}
