@@ -53,7 +53,15 @@ type handoffState struct {
 	reasons map[string]string
 	// basis are the inputs of the last computed generation, for the next trigger (history.go).
 	basis *basis
+	// confirmed remembers, per member key, the report its holds were last narrowed for: a
+	// heartbeat that reports the same generation before anything new is published changes
+	// nothing, and costs no set.
+	confirmed map[string]confirmMark
 }
+
+// confirmMark is a member's applied generation and the newest published one when its holds
+// were last narrowed.
+type confirmMark struct{ applied, latest int64 }
 
 type recentGen struct {
 	number int64
@@ -104,6 +112,7 @@ func (ho *handoffState) load(gen *store.Generation) {
 		ho.add(h.From, []abi.Queue{h.Queue})
 	}
 	ho.recent = []recentGen{{gen.Number, gen.Assignment}}
+	ho.confirmed = nil
 }
 
 func (ho *handoffState) add(key string, qs []abi.Queue) {
@@ -293,6 +302,14 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 		if len(held) == 0 {
 			continue
 		}
+		mark := confirmMark{n, st.ho.recent[len(st.ho.recent)-1].number}
+		if st.ho.confirmed[m.key] == mark {
+			continue
+		}
+		if st.ho.confirmed == nil {
+			st.ho.confirmed = map[string]confirmMark{}
+		}
+		st.ho.confirmed[m.key] = mark
 		now := map[abi.Queue]struct{}{}
 		for _, r := range st.ho.recent {
 			if r.number >= n {
@@ -305,13 +322,28 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 			continue
 		}
 		st.ho.holds[m.key] = now
-		for _, h := range st.gen.Handoffs {
-			if _, ok := now[h.Queue]; h.From == m.key && !ok {
-				c.poke()
-				break
-			}
+		if c.letGo(st.gen, m.key, held, now) {
+			c.poke()
 		}
 	}
+}
+
+// letGo reports whether a member key let go of a queue held back from its new owner in gen:
+// one of held not in now that gen's handoffs (sorted by queue) name it the previous owner of.
+func (c *Coordinator) letGo(gen *store.Generation, key string, held, now map[abi.Queue]struct{}) bool {
+	if len(gen.Handoffs) == 0 {
+		return false
+	}
+	for q := range held {
+		if _, ok := now[q]; ok {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(gen.Handoffs, q, func(h model.Handoff, q abi.Queue) int { return abi.CompareQueues(h.Queue, q) })
+		if found && gen.Handoffs[i].From == key {
+			return true
+		}
+	}
+	return false
 }
 
 // dropHolds forgets what a departing member may hold, noting why for the handoff's history.
@@ -321,6 +353,7 @@ func (c *Coordinator) dropHolds(g *group, key, reason string) {
 			continue
 		}
 		delete(st.ho.holds, key)
+		delete(st.ho.confirmed, key)
 		if st.gen != nil && slices.ContainsFunc(st.gen.Handoffs, func(h model.Handoff) bool { return h.From == key }) {
 			if st.ho.reasons == nil {
 				st.ho.reasons = map[string]string{}

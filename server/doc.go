@@ -28,6 +28,11 @@
 // failure, 503 shutting down). Bodies are JSON objects of known fields only: an unknown field is
 // refused by name, so a typo never passes silently.
 //
-// The package holds no state of its own beyond the shutdown signal: everything is asked of the
-// coordinator, and it never writes to the store directly.
+// An assignment long-poll that has to wait over HTTP/1.1 is taken over from net/http and parked
+// in its group's waiter (park.go): it costs its connection and a small record instead of two
+// goroutines and their buffers, and its answer closes the connection (Connection: close). Over
+// HTTP/2 (the daemon also serves h2c) it waits in its handler.
+//
+// The package holds no state of its own beyond the shutdown signal and the parked polls:
+// everything is asked of the coordinator, and it never writes to the store directly.
 package server

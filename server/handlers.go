@@ -177,6 +177,9 @@ func (s *Server) assignment(w http.ResponseWriter, r *http.Request) error {
 		if final || a.Newer(p.after) {
 			return writeJSON(w, http.StatusOK, a)
 		}
+		if s.park(w, r, group, p, p.wait) {
+			return nil
+		}
 		var gone bool
 		if final, gone = s.await(r, changed, s.c.Done(), timeout); gone {
 			return nil

@@ -58,6 +58,11 @@ type Options struct {
 	// Warnings, if set, lists what /readyz reports alongside readiness (a plugin served from
 	// its kept version, a rejected plugin file), one sentence each.
 	Warnings func() []string
+	// NoParking keeps every long-poll waiting in its handler instead of parking it (park.go).
+	// A parked poll is answered on its connection directly, past any handler wrapped around
+	// the server's, so a wrapper that must see each answer (the HA router, which refuses the
+	// answers of a term that has ended) needs it.
+	NoParking bool
 }
 
 // Server is the HTTP API.
@@ -72,6 +77,7 @@ type Server struct {
 	drainOnce sync.Once
 	drain     chan struct{}
 	waiting   atomic.Int64 // long-polls blocked on a change, for tests
+	parked    parking      // HTTP/1.1 long-polls taken over from net/http (park.go)
 }
 
 // New builds the server and its routes.
@@ -99,7 +105,10 @@ func New(opts Options) (*Server, error) {
 		}, []string{"route"}),
 	}
 	if opts.Metrics != nil {
-		for _, c := range []prometheus.Collector{s.requests, s.seconds} {
+		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
+		}, func() float64 { return float64(s.parked.busy.Load()) })
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}
@@ -114,7 +123,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Drain makes long-polls answer at once and /readyz fail: call it when shutting down, before
 // http.Server.Shutdown, so that waiting requests do not hold the shutdown up.
-func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+// It returns once the long-polls parked by the server itself have been answered (at most a
+// few seconds): http.Server.Shutdown does not wait for them.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.drain) })
+	s.drainParked(answerTimeout)
+}
 
 func (s *Server) draining() bool {
 	select {
@@ -214,6 +228,9 @@ func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Requ
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
+		if sw.hijacked {
+			return // a parked long-poll: counted when it is answered (park.go)
+		}
 		if sw.status == 0 {
 			sw.status = http.StatusOK
 		}
@@ -226,7 +243,8 @@ func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Requ
 
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	hijacked bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {

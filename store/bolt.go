@@ -256,7 +256,7 @@ func encodeGenerations(gens []Generation) ([][]byte, error) {
 		if err := checkName("topic", g.Topic); err != nil {
 			return nil, &Error{Op: "put generations", Err: err}
 		}
-		b, err := json.Marshal(g)
+		b, err := g.MarshalJSON() // not json.Marshal, which would scan the record once more
 		if err != nil {
 			return nil, &Error{Op: fmt.Sprintf("put generation %q/%q", g.Group, g.Topic), Err: err}
 		}

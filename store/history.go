@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -75,16 +76,8 @@ type Retention struct {
 func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func(value []byte) (time.Time, error)) (int, error) {
 	prefix := HistoryPrefix(group, topic)
 	var keys []string
-	var old []bool
-	cutoff := now.Add(-r.MaxAge)
-	err := tx.List(HistoryBucket, prefix, func(key string, value []byte) error {
+	err := tx.List(HistoryBucket, prefix, func(key string, _ []byte) error {
 		keys = append(keys, key)
-		isOld := false
-		if r.MaxAge > 0 {
-			t, err := at(value)
-			isOld = err != nil || t.Before(cutoff)
-		}
-		old = append(old, isOld)
 		return nil
 	})
 	if err != nil {
@@ -94,7 +87,19 @@ func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func
 	if r.Count > 0 && len(keys) > r.Count {
 		drop = len(keys) - r.Count
 	}
-	for drop < len(keys)-1 && old[drop] {
+	// Records are kept oldest first: only those from the first kept one on are read, and
+	// reading stops at the first that is recent enough (a record may be megabytes long).
+	cutoff := now.Add(-r.MaxAge)
+	for r.MaxAge > 0 && drop < len(keys)-1 {
+		value, ok, err := tx.Get(HistoryBucket, keys[drop])
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			if t, err := at(value); err == nil && !t.Before(cutoff) {
+				break
+			}
+		}
 		drop++
 	}
 	for _, k := range keys[:drop] {
@@ -125,11 +130,27 @@ func DeleteHistory(tx Tx, group string) error {
 	return nil
 }
 
-// RecordTime reads the "at" field of a JSON history record, for TrimHistory.
+// RecordTime reads the "at" field of a JSON history record, for TrimHistory. It reads the
+// record only up to that field.
 func RecordTime(value []byte) (time.Time, error) {
-	var r struct {
-		At time.Time `json:"at"`
+	dec := json.NewDecoder(bytes.NewReader(value))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return time.Time{}, fmt.Errorf("history record is not a JSON object")
 	}
-	err := json.Unmarshal(value, &r)
-	return r.At, err
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if name == "at" {
+			var at time.Time
+			err := dec.Decode(&at)
+			return at, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Time{}, fmt.Errorf("history record has no \"at\" field")
 }

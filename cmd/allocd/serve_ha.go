@@ -347,8 +347,10 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	}
 	srv, err := server.New(server.Options{
 		Coordinator: c, Plugins: pluginStatus{s.reg, s.calls, s.checks}, Modules: modules, Logger: log, Metrics: metrics, MaxWait: f.maxWait,
-		Ready:    func() error { return pluginsReady(c, s.reg) },
-		Warnings: func() []string { return pluginWarnings(s.reg) },
+		// The router must see every answer, to refuse those of an ended term.
+		NoParking: true,
+		Ready:     func() error { return pluginsReady(c, s.reg) },
+		Warnings:  func() []string { return pluginWarnings(s.reg) },
 	})
 	if err != nil {
 		return err

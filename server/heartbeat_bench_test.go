@@ -1,0 +1,58 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/allocd/allocd/coordinator"
+	"github.com/allocd/allocd/internal/nativestrategy"
+	"github.com/allocd/allocd/server"
+	"github.com/allocd/allocd/store"
+)
+
+// BenchmarkHeartbeatHandler is one member's steady heartbeat (nothing changes, the generation
+// it applied reported) through the server's handler, without the network: JSON in and out,
+// the coordinator, the request metrics. The fleet benchmark's daemon CPU is mostly this.
+//
+//	go test -run '^$' -bench HeartbeatHandler -count 6 ./server/
+func BenchmarkHeartbeatHandler(b *testing.B) {
+	st, err := store.Open(b.TempDir(), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	reg := prometheus.NewRegistry()
+	c, err := coordinator.New(coordinator.Options{Store: st, Allocator: nativestrategy.Allocator{}, Clock: clock, Metrics: reg, SessionTimeout: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := server.New(server.Options{Coordinator: c, Metrics: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.PutTopic("T", []coordinator.Broker{{Name: "broker-a", ReadQueues: 16, WriteQueues: 16}, {Name: "broker-b", ReadQueues: 16, WriteQueues: 16}})
+	c.PutGroup("g", coordinator.Binding{Strategy: "averagely"})
+	for i := range 100 {
+		c.Heartbeat("g", coordinator.Heartbeat{CID: fmt.Sprintf("10.0.0.%d@%d", i, 1000+i), Topics: []string{"T"}})
+	}
+	clock.Advance(time.Second)
+	c.Tick(b.Context())
+	body := `{"cid":"10.0.0.7@1007","topics":["T"],"generations":{"T":1},"confirms":true}`
+	h := s.Handler()
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "/v1/groups/g/heartbeat", strings.NewReader(body))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("heartbeat: %d %s", w.Code, w.Body)
+		}
+	}
+}

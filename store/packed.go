@@ -1,0 +1,321 @@
+package store
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
+)
+
+// A generation's record is JSON. Its assignments are packed: the queues they name are listed
+// once, as runs of queue ids per (topic, broker), and each member's list is a string of
+// varint-coded steps through that table. A 100,000-queue generation is about a tenth of the
+// size it has with every queue spelled out ({"topic":..,"brokerName":..,"queueId":..} per
+// queue and member), and encodes and decodes in a fraction of the time. Records written before
+// (with "assignment" and "target" as maps of queue lists) are read as they are.
+
+// packedFormat names the packed form in a record; a record with another value is refused.
+const packedFormat = "allocd-packed-1"
+
+// generationRecord is the stored form of a Generation.
+type generationRecord struct {
+	Group         string            `json:"group"`
+	Topic         string            `json:"topic"`
+	Number        int64             `json:"number"`
+	CIDs          map[string]string `json:"cids,omitempty"`
+	Inputs        string            `json:"inputs"`
+	Plugin        string            `json:"plugin,omitempty"`
+	PluginVersion string            `json:"pluginVersion,omitempty"`
+	At            time.Time         `json:"at"`
+	Handoffs      []model.Handoff   `json:"handoffs,omitempty"`
+
+	// The unpacked form, of records written before the packed one.
+	Assignment map[string][]abi.Queue `json:"assignment,omitempty"`
+	Target     map[string][]abi.Queue `json:"target,omitempty"`
+
+	Packed *packedAssignments `json:"packed,omitempty"`
+}
+
+// packedAssignments are a generation's Assignment and Target over one queue table.
+type packedAssignments struct {
+	Format string `json:"format"`
+	// Queues is the table: its runs, in order, list every queue the assignments name.
+	Queues []queueRun `json:"queues"`
+	// Assignment and Target map a member key to its queues: base64 of, for each queue, the
+	// zigzag varint of its table index minus the previous one's (the first: minus -1).
+	Assignment map[string]string `json:"assignment"`
+	Target     map[string]string `json:"target,omitempty"`
+	// Handoffs are the generation's handoffs grouped by previous owner, new owner, start and
+	// deadline, the queues of each group coded as a member's list is.
+	Handoffs []handoffRun `json:"handoffs,omitempty"`
+}
+
+// handoffRun is the handoffs that share their members and times.
+type handoffRun struct {
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Since    time.Time `json:"since"`
+	Deadline time.Time `json:"deadline"`
+	Queues   string    `json:"queues"`
+}
+
+// queueRun is a run of consecutive queue ids of one broker of one topic.
+type queueRun struct {
+	Topic  string `json:"topic"`
+	Broker string `json:"broker"`
+	First  int32  `json:"first"`
+	Count  int32  `json:"count"`
+}
+
+// MarshalJSON writes the generation's record with its assignments packed.
+func (g Generation) MarshalJSON() ([]byte, error) {
+	r := generationRecord{
+		Group: g.Group, Topic: g.Topic, Number: g.Number, CIDs: g.CIDs, Inputs: g.Inputs,
+		Plugin: g.Plugin, PluginVersion: g.PluginVersion, At: g.At, Handoffs: g.Handoffs,
+	}
+	if g.Assignment != nil || len(g.Target) > 0 || len(g.Handoffs) > 0 {
+		r.Packed = pack(g.Assignment, g.Target, g.Handoffs)
+		r.Handoffs = nil
+	}
+	return json.Marshal(r)
+}
+
+// UnmarshalJSON reads a record in the packed form or the one before it.
+func (g *Generation) UnmarshalJSON(b []byte) error {
+	var r generationRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	*g = Generation{
+		Group: r.Group, Topic: r.Topic, Number: r.Number, CIDs: r.CIDs, Inputs: r.Inputs,
+		Plugin: r.Plugin, PluginVersion: r.PluginVersion, At: r.At, Handoffs: r.Handoffs,
+		Assignment: r.Assignment, Target: r.Target,
+	}
+	if r.Packed == nil {
+		return nil
+	}
+	if r.Assignment != nil || r.Target != nil || r.Handoffs != nil {
+		return fmt.Errorf("generation %q/%q: both a packed and an unpacked assignment", r.Group, r.Topic)
+	}
+	var err error
+	g.Assignment, g.Target, g.Handoffs, err = r.Packed.unpack()
+	if err != nil {
+		return fmt.Errorf("generation %q/%q: %w", r.Group, r.Topic, err)
+	}
+	return nil
+}
+
+// pack builds the queue table of assignment and target and codes their lists over it.
+func pack(assignment, target map[string][]abi.Queue, handoffs []model.Handoff) *packedAssignments {
+	held := map[string][]abi.Queue{}
+	var runs []handoffRun
+	for _, h := range handoffs {
+		k := h.From + "\x00" + h.To + "\x00" + h.Since.String() + "\x00" + h.Deadline.String()
+		if _, ok := held[k]; !ok {
+			runs = append(runs, handoffRun{From: h.From, To: h.To, Since: h.Since, Deadline: h.Deadline, Queues: k})
+		}
+		held[k] = append(held[k], h.Queue)
+	}
+	t := newQueueTable(assignment, target, held)
+	p := &packedAssignments{Format: packedFormat, Queues: t.runs()}
+	var buf []byte
+	list := func(qs []abi.Queue) string {
+		buf = buf[:0]
+		prev := -1
+		for _, q := range qs {
+			i := t.index(q)
+			buf = binary.AppendVarint(buf, int64(i-prev))
+			prev = i
+		}
+		return base64.RawStdEncoding.EncodeToString(buf)
+	}
+	code := func(m map[string][]abi.Queue) map[string]string {
+		out := make(map[string]string, len(m))
+		for key, qs := range m {
+			out[key] = list(qs)
+		}
+		return out
+	}
+	for i := range runs {
+		runs[i].Queues = list(held[runs[i].Queues])
+	}
+	p.Handoffs = runs
+	if assignment != nil {
+		p.Assignment = code(assignment)
+	}
+	if len(target) > 0 {
+		p.Target = code(target)
+	}
+	return p
+}
+
+// queueTable numbers the distinct queues of some assignments in canonical order (topic,
+// broker, id), built per broker so that 100,000 queues are never sorted as structs.
+type queueTable struct {
+	brokers []tableBroker
+	byName  map[[2]string]int
+	last    int // the broker of the previous lookup: lists run along one broker
+}
+
+type tableBroker struct {
+	topic, name string
+	ids         []int32 // sorted, distinct
+	base        int     // the table index of ids[0]
+}
+
+func newQueueTable(ms ...map[string][]abi.Queue) *queueTable {
+	t := &queueTable{byName: map[[2]string]int{}, last: -1}
+	for _, m := range ms {
+		for _, qs := range m {
+			for _, q := range qs {
+				b := t.broker(q)
+				if b < 0 {
+					b = len(t.brokers)
+					t.byName[[2]string{q.Topic, q.BrokerName}] = b
+					t.brokers = append(t.brokers, tableBroker{topic: q.Topic, name: q.BrokerName})
+				}
+				t.last = b
+				t.brokers[b].ids = append(t.brokers[b].ids, q.QueueID)
+			}
+		}
+	}
+	slices.SortFunc(t.brokers, func(a, b tableBroker) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), strings.Compare(a.name, b.name))
+	})
+	base := 0
+	for i := range t.brokers {
+		b := &t.brokers[i]
+		t.byName[[2]string{b.topic, b.name}] = i
+		slices.Sort(b.ids)
+		b.ids = slices.Compact(b.ids)
+		b.base = base
+		base += len(b.ids)
+	}
+	t.last = -1
+	return t
+}
+
+// broker is the position of q's broker in t.brokers, -1 if none.
+func (t *queueTable) broker(q abi.Queue) int {
+	if t.last >= 0 {
+		if b := &t.brokers[t.last]; b.name == q.BrokerName && b.topic == q.Topic {
+			return t.last
+		}
+	}
+	if b, ok := t.byName[[2]string{q.Topic, q.BrokerName}]; ok {
+		return b
+	}
+	return -1
+}
+
+// index is q's number in the table; q is one of the queues it was built from.
+func (t *queueTable) index(q abi.Queue) int {
+	b := t.broker(q)
+	t.last = b
+	i, _ := slices.BinarySearch(t.brokers[b].ids, q.QueueID)
+	return t.brokers[b].base + i
+}
+
+// runs lists the table as runs of consecutive ids.
+func (t *queueTable) runs() []queueRun {
+	var out []queueRun
+	for _, b := range t.brokers {
+		for i, id := range b.ids {
+			if i > 0 && b.ids[i-1]+1 == id {
+				out[len(out)-1].Count++
+				continue
+			}
+			out = append(out, queueRun{Topic: b.topic, Broker: b.name, First: id, Count: 1})
+		}
+	}
+	return out
+}
+
+// maxPackedQueues bounds the table a record may declare: a damaged record must not make the
+// daemon allocate without end (a (group, topic) has at most MaxBrokers x MaxQueues queues,
+// far below it).
+const maxPackedQueues = 1 << 24
+
+// unpack decodes the packed lists, each queue one of the table's, whose strings they share.
+func (p *packedAssignments) unpack() (assignment, target map[string][]abi.Queue, handoffs []model.Handoff, err error) {
+	if p.Format != packedFormat {
+		return nil, nil, nil, fmt.Errorf("packed assignment of format %q: this version reads %q", p.Format, packedFormat)
+	}
+	n := 0
+	for _, r := range p.Queues {
+		if r.Count <= 0 || int64(r.First)+int64(r.Count) > 1<<31 {
+			return nil, nil, nil, fmt.Errorf("packed queue run %s/%s from %d of %d queues is invalid", r.Topic, r.Broker, r.First, r.Count)
+		}
+		n += int(r.Count)
+		if n > maxPackedQueues {
+			return nil, nil, nil, fmt.Errorf("packed queue table lists more than %d queues", maxPackedQueues)
+		}
+	}
+	table := make([]abi.Queue, 0, n)
+	for _, r := range p.Queues {
+		for id := int64(r.First); id < int64(r.First)+int64(r.Count); id++ {
+			table = append(table, abi.Queue{Topic: r.Topic, BrokerName: r.Broker, QueueID: int32(id)})
+		}
+	}
+	list := func(what, s string) ([]abi.Queue, error) {
+		raw, err := base64.RawStdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("queues of %s: %w", what, err)
+		}
+		qs := make([]abi.Queue, 0, len(raw)) // a queue takes at least one byte
+		prev := int64(-1)
+		for len(raw) > 0 {
+			d, k := binary.Varint(raw)
+			if k <= 0 {
+				return nil, fmt.Errorf("queues of %s: a truncated or overlong varint", what)
+			}
+			raw = raw[k:]
+			i := prev + d
+			if i < 0 || i >= int64(len(table)) {
+				return nil, fmt.Errorf("queues of %s: queue index %d outside the table of %d", what, i, len(table))
+			}
+			qs = append(qs, table[i])
+			prev = i
+		}
+		return qs, nil
+	}
+	decode := func(m map[string]string) (map[string][]abi.Queue, error) {
+		out := make(map[string][]abi.Queue, len(m))
+		for key, s := range m {
+			qs, err := list(fmt.Sprintf("member %q", key), s)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = qs
+		}
+		return out, nil
+	}
+	if p.Assignment != nil {
+		if assignment, err = decode(p.Assignment); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	if p.Target != nil {
+		if target, err = decode(p.Target); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	for _, r := range p.Handoffs {
+		qs, err := list(fmt.Sprintf("the handoff from %q to %q", r.From, r.To), r.Queues)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for _, q := range qs {
+			handoffs = append(handoffs, model.Handoff{Queue: q, From: r.From, To: r.To, Since: r.Since, Deadline: r.Deadline})
+		}
+	}
+	slices.SortFunc(handoffs, func(a, b model.Handoff) int { return abi.CompareQueues(a.Queue, b.Queue) })
+	return assignment, target, handoffs, nil
+}
