@@ -2,6 +2,9 @@ package abi_test
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,5 +208,56 @@ func TestRequestTargets(t *testing.T) {
 	}
 	if (&abi.Request{Consumers: []string{"a"}, Targets: []string{}}).NumTargets() != 0 {
 		t.Errorf("an empty target list asks for nothing")
+	}
+}
+
+// The encoder's consumer path (sorted ids compared with their predecessor and the few strings
+// before them, joining the map only when a later section interns) keeps the rule: no string twice
+// in the table, and every request decodes to what was encoded.
+func TestEncodeStoresConsumersOnce(t *testing.T) {
+	many := queues("T", "b", 1)
+	for i := range 9 { // more strings before the consumers than the linear search takes
+		many = append(many, q("T", fmt.Sprintf("broker-%d", i), 0))
+	}
+	for _, r := range []*abi.Request{
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"a", "a", "b", "g"}},
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"T", "b", "c", "g"}, Targets: []string{"c", "g", "z"}},
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"b", "c"}, PrevOwners: []string{"c", "d"}},
+		{Group: "g", Queues: queues("T", "b", 1), Consumers: []string{"c", "k"}, Config: map[string]string{"k": "c"}},
+		{Group: "g", Queues: queues("T", "b", 1), Consumers: []string{"c", "b", "c"}}, // not sorted
+		{Group: "g", Queues: many, Consumers: []string{"T", "broker-3", "c", "c"}, Targets: []string{"broker-3"}},
+	} {
+		b, err := abi.EncodeRequest(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := rd32(b[dirOfBytes(b, abi.SectionStrings)+4:])
+		n := rd32(b[off:])
+		blob := b[off+4+4*(n+1):]
+		seen := map[string]bool{}
+		for i := range n {
+			s := string(blob[rd32(b[off+4+4*i:]):rd32(b[off+8+4*i:])])
+			if seen[s] {
+				t.Errorf("%v: string %q is in the table twice", r.Consumers, s)
+			}
+			seen[s] = true
+		}
+		got, err := abi.DecodeRequest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Consumers, r.Consumers) || !slices.Equal(got.Targets, r.Targets) ||
+			!slices.Equal(got.PrevOwners, r.PrevOwners) || !maps.Equal(got.Config, r.Config) {
+			t.Errorf("%v: decodes to %+v", r.Consumers, got)
+		}
+		v, err := abi.ParseRequest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range v.NumTargets() {
+			if want := slices.Index(r.Consumers, v.Target(i)); v.TargetIndex(i) != want {
+				t.Errorf("%v: target %q has index %d, want %d", r.Consumers, v.Target(i), v.TargetIndex(i), want)
+			}
+		}
 	}
 }

@@ -47,8 +47,13 @@ type Encoder struct {
 	offsets []uint32
 	blob    []byte
 	keys    []string
+	// pending are consumer ids in the table but not yet in index, with their ids (appendConsumers).
+	pending    []string
+	pendingIDs []uint32
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
+	// sorted: EncodeCanonical has seen the consumers in order.
+	sorted bool
 }
 
 // EncodeCanonical is Canonicalize(r) followed by Encode, with the queues' order checked in the
@@ -58,9 +63,9 @@ func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
 	if !slices.IsSorted(r.Consumers) {
 		Canonicalize(r)
 	}
-	e.order, e.unsorted = true, false
+	e.order, e.unsorted, e.sorted = true, false, true
 	out, err := e.Encode(dst, r)
-	e.order = false
+	e.order, e.sorted = false, false
 	if err != nil || !e.unsorted {
 		return out, err
 	}
@@ -94,6 +99,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	}
 	e.offsets = append(e.offsets[:0], 0)
 	e.blob = e.blob[:0]
+	e.pending = nil
 
 	kinds := []uint32{SectionMeta, SectionQueues, SectionConsumers}
 	if r.Targets != nil {
@@ -131,7 +137,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		case SectionQueues:
 			dst = e.appendQueues(dst, r.Queues)
 		case SectionConsumers:
-			dst = e.appendStrings(dst, r.Consumers)
+			dst = e.appendConsumers(dst, r.Consumers)
 		case SectionTargets:
 			dst = e.appendStrings(dst, r.Targets)
 		case SectionConfig:
@@ -174,6 +180,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		le.PutUint32(dst[dir+n*dirEntry+4:], uint32(off-start))
 		le.PutUint32(dst[dir+n*dirEntry+8:], uint32(len(dst)-off))
 	}
+	e.pending = nil // the caller's consumers: not kept
 	if len(dst)-start > MaxMessage {
 		return dst[:start], errorf("request of %d bytes exceeds the %d-byte limit", len(dst)-start, MaxMessage)
 	}
@@ -198,24 +205,26 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 		if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
 			unsorted = true
 		}
-		topic, topicLen := unsafe.StringData(q.Topic), len(q.Topic)
-		broker, brokerLen := unsafe.StringData(q.BrokerName), len(q.BrokerName)
-		prev := q.QueueID
+		run := *namesOf(q)
+		// order ORs the differences of consecutive queue ids: its sign bit is set when one
+		// decreases. A branch per queue costs more than the arithmetic (RATIONALE.md).
+		order := int64(0)
+		prev := int64(q.QueueID)
+		rec := out[12*i:]
 		j := i
-		for ; j < len(qs); j++ {
+		for ; j < len(qs) && len(rec) >= 12; j++ {
 			p := &qs[j]
-			if unsafe.StringData(p.Topic) != topic || len(p.Topic) != topicLen ||
-				unsafe.StringData(p.BrokerName) != broker || len(p.BrokerName) != brokerLen {
+			if *namesOf(p) != run {
 				break
 			}
-			if p.QueueID < prev {
-				unsorted = true
-			}
-			prev = p.QueueID
-			rec := out[12*j : 12*j+12 : 12*j+12]
+			id := int64(p.QueueID)
+			order |= id - prev
+			prev = id
 			le.PutUint64(rec, names)
-			le.PutUint32(rec[8:], uint32(p.QueueID))
+			le.PutUint32(rec[8:12], uint32(id))
+			rec = rec[12:]
 		}
+		unsorted = unsorted || order < 0
 		i = j
 	}
 	if e.order && unsorted {
@@ -223,6 +232,13 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 	}
 	return dst
 }
+
+// namesOf gives the string headers of q's Topic and BrokerName, adjacent in Queue, as one value:
+// two queues whose names share storage compare equal in four word comparisons.
+func namesOf(q *Queue) *[4]uintptr { return (*[4]uintptr)(unsafe.Pointer(&q.Topic)) }
+
+// Queue's layout as namesOf reads it: BrokerName right after Topic.
+const _ = -uint(unsafe.Offsetof(Queue{}.BrokerName) - unsafe.Sizeof(""))
 
 // sameString is a == b, answering without comparing bytes when both share their storage, as the
 // topic and broker names of one topic's queues usually do.
@@ -232,6 +248,9 @@ func sameString(a, b string) bool {
 
 // intern returns the string's index in the table, adding it once.
 func (e *Encoder) intern(s string) uint32 {
+	if e.pending != nil {
+		e.indexPending()
+	}
 	if id, ok := e.index[s]; ok {
 		return id
 	}
@@ -240,6 +259,68 @@ func (e *Encoder) intern(s string) uint32 {
 	e.blob = append(e.blob, s...)
 	e.offsets = append(e.offsets, uint32(len(e.blob)))
 	return id
+}
+
+// appendConsumers writes CONSUMERS. cidAll usually arrives sorted, so a repeated id follows
+// itself, and few strings (group, topics, brokers) precede it in the table: then each id is
+// compared with its predecessor and those few strings instead of going through the map, and the
+// ids join the map only if a later section interns a string (indexPending). Map insertions were a
+// tenth of a whole-group call's host side (RATIONALE.md).
+func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
+	before := len(e.offsets) - 1 // strings in the table before the consumers
+	if before > maxLinearStrings || !e.sorted && !slices.IsSorted(list) {
+		return e.appendStrings(dst, list)
+	}
+	dst = le.AppendUint32(dst, uint32(len(list)))
+	// lengths has bit l set when a string before the consumers is l bytes long (l < 64): an id of
+	// another length is none of them, and most ids are settled without comparing bytes.
+	var lengths uint64
+	for id := range before {
+		lengths |= 1 << min(e.offsets[id+1]-e.offsets[id], 63)
+	}
+	e.pendingIDs = e.pendingIDs[:0]
+	var id uint32
+	for i, s := range list {
+		if i == 0 || s != list[i-1] { // else the same id as the one before
+			if lengths&(1<<min(len(s), 63)) == 0 {
+				id = uint32(len(e.offsets) - 1)
+				e.blob = append(e.blob, s...)
+				e.offsets = append(e.offsets, uint32(len(e.blob)))
+			} else if k := e.earlier(s, before); k >= 0 {
+				id = uint32(k)
+			} else {
+				id = uint32(len(e.offsets) - 1)
+				e.blob = append(e.blob, s...)
+				e.offsets = append(e.offsets, uint32(len(e.blob)))
+			}
+		}
+		dst = le.AppendUint32(dst, id)
+		e.pendingIDs = append(e.pendingIDs, id)
+	}
+	e.pending = list
+	return dst
+}
+
+// maxLinearStrings bounds the strings appendConsumers compares each consumer id with.
+const maxLinearStrings = 8
+
+// earlier returns the id of s among the table's first n strings, or -1.
+func (e *Encoder) earlier(s string, n int) int {
+	for id := range n {
+		if string(e.blob[e.offsets[id]:e.offsets[id+1]]) == s {
+			return id
+		}
+	}
+	return -1
+}
+
+// indexPending adds the consumer ids appendConsumers left out of the map.
+func (e *Encoder) indexPending() {
+	pending := e.pending
+	e.pending = nil
+	for k, s := range pending {
+		e.index[s] = e.pendingIDs[k]
+	}
 }
 
 func (e *Encoder) appendStrings(dst []byte, list []string) []byte {
