@@ -261,3 +261,51 @@ func TestEncodeStoresConsumersOnce(t *testing.T) {
 		}
 	}
 }
+
+// One Encoder writes every request exactly as a fresh one does, whatever it wrote before: the
+// same request again (its QUEUES section reused), another group, the queues changed in place,
+// equal names in other storage, fewer queues, and unsorted queues through EncodeCanonical.
+func TestEncoderReuseIsFresh(t *testing.T) {
+	base := func() *abi.Request {
+		return &abi.Request{Group: "g", Queues: append(queues("T", "b0", 3), queues("T", "b1", 2)...), Consumers: []string{"c1", "c2"}}
+	}
+	r := base()
+	same := *r
+	otherGroup := *r
+	otherGroup.Group = "T" // the topic's name: the ids of the queue strings move
+	inPlace := base()
+	moved := base()
+	moved.Queues[4].BrokerName = strings.Clone("b1")
+	fewer := base()
+	fewer.Queues = fewer.Queues[:4]
+	var e abi.Encoder
+	for i, req := range []*abi.Request{r, &same, &otherGroup, r, inPlace, inPlace, moved, fewer, r} {
+		if i == 5 {
+			inPlace.Queues[1].QueueID = 7 // after an encoding of the same slice
+		}
+		got, err := e.Encode(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := abi.EncodeRequest(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("request %d: the reused encoder wrote\n%x\nwant\n%x", i, got, want)
+		}
+	}
+	unsorted := base()
+	unsorted.Queues[0], unsorted.Queues[4] = unsorted.Queues[4], unsorted.Queues[0]
+	for range 2 { // the second time from the cache, which must still report the order
+		u := *unsorted
+		got, err := e.EncodeCanonical(nil, &u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := abi.EncodeRequest(nil, base())
+		if !bytes.Equal(got, want) {
+			t.Fatalf("unsorted queues through EncodeCanonical:\n%x\nwant\n%x", got, want)
+		}
+	}
+}

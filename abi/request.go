@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -54,6 +55,19 @@ type Encoder struct {
 	order, unsorted bool
 	// sorted: EncodeCanonical has seen the consumers in order.
 	sorted bool
+	// queues is the last QUEUES section, for appendQueuesCached; with recording, record collects
+	// the strings appendQueues interns, in order.
+	queues    queueCache
+	record    []string
+	recording bool
+}
+
+type queueCache struct {
+	group    string
+	qs       []Queue
+	names    []string
+	section  []byte
+	unsorted bool
 }
 
 // EncodeCanonical is Canonicalize(r) followed by Encode, with the queues' order checked in the
@@ -135,7 +149,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			dst = le.AppendUint32(dst, e.intern(r.Group))
 			dst = le.AppendUint32(dst, 0)
 		case SectionQueues:
-			dst = e.appendQueues(dst, r.Queues)
+			dst = e.appendQueuesCached(dst, r.Group, r.Queues)
 		case SectionConsumers:
 			dst = e.appendConsumers(dst, r.Consumers)
 		case SectionTargets:
@@ -202,6 +216,9 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 		// A run: the queues from i on that share the strings of queue i.
 		q := &qs[i]
 		names := uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
+		if e.recording {
+			e.record = append(e.record, q.Topic, q.BrokerName)
+		}
 		if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
 			unsorted = true
 		}
@@ -231,6 +248,45 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 		e.unsorted = true
 	}
 	return dst
+}
+
+// appendQueuesCached is appendQueues that reuses the last request's QUEUES section when the
+// group and the queues are the same: the same Queue values, string headers included (equal
+// headers mean equal strings, which are immutable), compared as raw memory in one memequal. A
+// rebalance usually changes the consumers, not the queues, and a whole-group call of 1,024 queues
+// spent a fifth of its host side on writing the records (RATIONALE.md). A miss costs the
+// comparison, which stops at the first difference, and a copy of the queues.
+func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byte {
+	c := &e.queues
+	if len(qs) > 0 && len(qs) == len(c.qs) && group == c.group && bytes.Equal(queueBytes(qs), queueBytes(c.qs)) {
+		for _, s := range c.names { // the same strings in the same order: the same ids
+			e.intern(s)
+		}
+		if e.order && c.unsorted {
+			e.unsorted = true
+		}
+		return append(dst, c.section...)
+	}
+	start := len(dst)
+	order, unsorted := e.order, e.unsorted
+	e.order, e.unsorted, e.record, e.recording = true, false, e.record[:0], true
+	dst = e.appendQueues(dst, qs)
+	c.qs = append(c.qs[:0], qs...)
+	c.group = group
+	c.names = append(c.names[:0], e.record...)
+	c.unsorted = e.unsorted
+	c.section = append(c.section[:0], dst[start:]...)
+	e.order, e.recording = order, false
+	e.unsorted = unsorted || order && c.unsorted
+	return dst
+}
+
+// queueBytes is the memory of qs.
+func queueBytes(qs []Queue) []byte {
+	if len(qs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), len(qs)*int(unsafe.Sizeof(Queue{})))
 }
 
 // namesOf gives the string headers of q's Topic and BrokerName, adjacent in Queue, as one value:
