@@ -2,6 +2,9 @@ package abi_test
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -205,5 +208,104 @@ func TestRequestTargets(t *testing.T) {
 	}
 	if (&abi.Request{Consumers: []string{"a"}, Targets: []string{}}).NumTargets() != 0 {
 		t.Errorf("an empty target list asks for nothing")
+	}
+}
+
+// The encoder's consumer path (sorted ids compared with their predecessor and the few strings
+// before them, joining the map only when a later section interns) keeps the rule: no string twice
+// in the table, and every request decodes to what was encoded.
+func TestEncodeStoresConsumersOnce(t *testing.T) {
+	many := queues("T", "b", 1)
+	for i := range 9 { // more strings before the consumers than the linear search takes
+		many = append(many, q("T", fmt.Sprintf("broker-%d", i), 0))
+	}
+	for _, r := range []*abi.Request{
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"a", "a", "b", "g"}},
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"T", "b", "c", "g"}, Targets: []string{"c", "g", "z"}},
+		{Group: "g", Queues: queues("T", "b", 2), Consumers: []string{"b", "c"}, PrevOwners: []string{"c", "d"}},
+		{Group: "g", Queues: queues("T", "b", 1), Consumers: []string{"c", "k"}, Config: map[string]string{"k": "c"}},
+		{Group: "g", Queues: queues("T", "b", 1), Consumers: []string{"c", "b", "c"}}, // not sorted
+		{Group: "g", Queues: many, Consumers: []string{"T", "broker-3", "c", "c"}, Targets: []string{"broker-3"}},
+	} {
+		b, err := abi.EncodeRequest(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := rd32(b[dirOfBytes(b, abi.SectionStrings)+4:])
+		n := rd32(b[off:])
+		blob := b[off+4+4*(n+1):]
+		seen := map[string]bool{}
+		for i := range n {
+			s := string(blob[rd32(b[off+4+4*i:]):rd32(b[off+8+4*i:])])
+			if seen[s] {
+				t.Errorf("%v: string %q is in the table twice", r.Consumers, s)
+			}
+			seen[s] = true
+		}
+		got, err := abi.DecodeRequest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Consumers, r.Consumers) || !slices.Equal(got.Targets, r.Targets) ||
+			!slices.Equal(got.PrevOwners, r.PrevOwners) || !maps.Equal(got.Config, r.Config) {
+			t.Errorf("%v: decodes to %+v", r.Consumers, got)
+		}
+		v, err := abi.ParseRequest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range v.NumTargets() {
+			if want := slices.Index(r.Consumers, v.Target(i)); v.TargetIndex(i) != want {
+				t.Errorf("%v: target %q has index %d, want %d", r.Consumers, v.Target(i), v.TargetIndex(i), want)
+			}
+		}
+	}
+}
+
+// One Encoder writes every request exactly as a fresh one does, whatever it wrote before: the
+// same request again (its QUEUES section reused), another group, the queues changed in place,
+// equal names in other storage, fewer queues, and unsorted queues through EncodeCanonical.
+func TestEncoderReuseIsFresh(t *testing.T) {
+	base := func() *abi.Request {
+		return &abi.Request{Group: "g", Queues: append(queues("T", "b0", 3), queues("T", "b1", 2)...), Consumers: []string{"c1", "c2"}}
+	}
+	r := base()
+	same := *r
+	otherGroup := *r
+	otherGroup.Group = "T" // the topic's name: the ids of the queue strings move
+	inPlace := base()
+	moved := base()
+	moved.Queues[4].BrokerName = strings.Clone("b1")
+	fewer := base()
+	fewer.Queues = fewer.Queues[:4]
+	var e abi.Encoder
+	for i, req := range []*abi.Request{r, &same, &otherGroup, r, inPlace, inPlace, moved, fewer, r} {
+		if i == 5 {
+			inPlace.Queues[1].QueueID = 7 // after an encoding of the same slice
+		}
+		got, err := e.Encode(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := abi.EncodeRequest(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("request %d: the reused encoder wrote\n%x\nwant\n%x", i, got, want)
+		}
+	}
+	unsorted := base()
+	unsorted.Queues[0], unsorted.Queues[4] = unsorted.Queues[4], unsorted.Queues[0]
+	for range 2 { // the second time from the cache, which must still report the order
+		u := *unsorted
+		got, err := e.EncodeCanonical(nil, &u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := abi.EncodeRequest(nil, base())
+		if !bytes.Equal(got, want) {
+			t.Fatalf("unsorted queues through EncodeCanonical:\n%x\nwant\n%x", got, want)
+		}
 	}
 }

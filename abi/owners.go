@@ -27,12 +27,40 @@ func (v *View) AcceptsOwners() bool { return v.Minor() >= MinorOwners && !v.hasT
 // RocketMQ's strategies give both occurrences the answer of the first, which the owner form cannot
 // say, so the SDK answers such a request one consumer at a time.
 func (v *View) DistinctConsumers() bool {
+	// The Go writer numbers strings in the order it meets them, so the ids of a canonical cidAll
+	// without a repeat increase: settled in one pass over the ids, without the first-index table
+	// (in a wasm guest, a loop iteration is some 60 instructions; RATIONALE.md).
+	prev := int64(-1)
+	increasing := true
+	for i := 0; i+4 <= len(v.consumers); i += 4 {
+		id := int64(le.Uint32(v.consumers[i : i+4 : i+4]))
+		if id <= prev {
+			increasing = false
+			break
+		}
+		prev = id
+	}
+	if increasing {
+		return true
+	}
 	for i, n := 0, v.NumConsumers(); i < n; i++ {
 		if v.firstIndex(le.Uint32(v.consumers[4*i:])) != i {
 			return false
 		}
 	}
 	return true
+}
+
+// HasEmptyConsumer reports whether some id of cidAll is the empty string (RocketMQ's strategies
+// fail such a consumer), from the string table's offsets, without building the ids.
+func (v *View) HasEmptyConsumer() bool {
+	for i := 0; i+4 <= len(v.consumers); i += 4 {
+		id := le.Uint32(v.consumers[i : i+4 : i+4]) // below nstr: Parse checked it
+		if le.Uint32(v.offs[4*id:]) == le.Uint32(v.offs[4*id+4:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendOwners appends the owner-form response for owners (one entry per queue: a consumer
@@ -110,10 +138,18 @@ func resolveOwners(r *Request, resp *Response) error {
 	}
 	counts := make([]int, nc+1)
 	after := counts[1:] // after[o] counts owner o's queues
+	// descents ORs the differences of consecutive owners: its sign bit is set when one decreases
+	// (owners lie in [0, nc), so no difference overflows). Non-decreasing owners with none missing,
+	// as AVG gives, make every consumer's list a run of consecutive queues.
+	descents, prev := int32(0), int32(0)
 	for q, o := range resp.Owners {
 		if uint32(o) < uint32(len(after)) {
 			after[o]++
-		} else if o != NoOwner {
+			descents |= o - prev
+			prev = o
+		} else if o == NoOwner {
+			descents = -1
+		} else {
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
 		}
 	}
@@ -128,11 +164,17 @@ func resolveOwners(r *Request, resp *Response) error {
 		counts[o+1] += counts[o]
 	}
 	flat := make([]int, counts[nc])
-	next := slices.Clone(counts[:nc])
-	for q, o := range resp.Owners {
-		if o >= 0 {
-			flat[next[o]] = q
-			next[o]++
+	if descents >= 0 { // queue q is at position q
+		for q := range flat {
+			flat[q] = q
+		}
+	} else {
+		next := slices.Clone(counts[:nc])
+		for q, o := range resp.Owners {
+			if o >= 0 {
+				flat[next[o]] = q
+				next[o]++
+			}
 		}
 	}
 	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]

@@ -145,3 +145,43 @@ func FuzzValidateOwners(f *testing.F) {
 		}
 	})
 }
+
+// TestResolveOwnersShapes holds ResolveOwners to the definition (consumer k's list: the queues
+// whose owner is k, ascending) on owners in blocks (AVG's shape, which resolves without the
+// scatter pass), blocks with a queue nobody takes, round-robin and descending owners.
+func TestResolveOwnersShapes(t *testing.T) {
+	const nq, nc = 50, 7
+	consumers := make([]string, nc)
+	for i := range consumers {
+		consumers[i] = fmt.Sprintf("c%d", i)
+	}
+	shapes := map[string]func(q int) int32{
+		"blocks":          func(q int) int32 { return int32(q * nc / nq) },
+		"blocks-unowned":  func(q int) int32 { return map[bool]int32{true: abi.NoOwner, false: int32(q * nc / nq)}[q == 20] },
+		"round-robin":     func(q int) int32 { return int32(q % nc) },
+		"descending":      func(q int) int32 { return int32((nq - 1 - q) * nc / nq) },
+		"all-first":       func(int) int32 { return 0 },
+		"blocks-not-last": func(q int) int32 { return int32(q * (nc - 1) / nq) },
+	}
+	for name, owner := range shapes {
+		owners := make([]int32, nq)
+		for q := range owners {
+			owners[q] = owner(q)
+		}
+		resp, err := abi.ResolveOwners(ownersRequest(nq, consumers...), owners)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for k, r := range resp.Results {
+			var want []int
+			for q, o := range owners {
+				if o == int32(k) {
+					want = append(want, q)
+				}
+			}
+			if !slices.Equal(r.Indices, want) && (len(r.Indices) != 0 || len(want) != 0) {
+				t.Errorf("%s: consumer %d gets %v, want %v", name, k, r.Indices, want)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -47,8 +48,26 @@ type Encoder struct {
 	offsets []uint32
 	blob    []byte
 	keys    []string
+	// pending are consumer ids in the table but not yet in index, with their ids (appendConsumers).
+	pending    []string
+	pendingIDs []uint32
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
+	// sorted: EncodeCanonical has seen the consumers in order.
+	sorted bool
+	// queues is the last QUEUES section, for appendQueuesCached; with recording, record collects
+	// the strings appendQueues interns, in order.
+	queues    queueCache
+	record    []string
+	recording bool
+}
+
+type queueCache struct {
+	group    string
+	qs       []Queue
+	names    []string
+	section  []byte
+	unsorted bool
 }
 
 // EncodeCanonical is Canonicalize(r) followed by Encode, with the queues' order checked in the
@@ -58,9 +77,9 @@ func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
 	if !slices.IsSorted(r.Consumers) {
 		Canonicalize(r)
 	}
-	e.order, e.unsorted = true, false
+	e.order, e.unsorted, e.sorted = true, false, true
 	out, err := e.Encode(dst, r)
-	e.order = false
+	e.order, e.sorted = false, false
 	if err != nil || !e.unsorted {
 		return out, err
 	}
@@ -94,6 +113,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	}
 	e.offsets = append(e.offsets[:0], 0)
 	e.blob = e.blob[:0]
+	e.pending = nil
 
 	kinds := []uint32{SectionMeta, SectionQueues, SectionConsumers}
 	if r.Targets != nil {
@@ -129,9 +149,9 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			dst = le.AppendUint32(dst, e.intern(r.Group))
 			dst = le.AppendUint32(dst, 0)
 		case SectionQueues:
-			dst = e.appendQueues(dst, r.Queues)
+			dst = e.appendQueuesCached(dst, r.Group, r.Queues)
 		case SectionConsumers:
-			dst = e.appendStrings(dst, r.Consumers)
+			dst = e.appendConsumers(dst, r.Consumers)
 		case SectionTargets:
 			dst = e.appendStrings(dst, r.Targets)
 		case SectionConfig:
@@ -174,6 +194,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		le.PutUint32(dst[dir+n*dirEntry+4:], uint32(off-start))
 		le.PutUint32(dst[dir+n*dirEntry+8:], uint32(len(dst)-off))
 	}
+	e.pending = nil // the caller's consumers: not kept
 	if len(dst)-start > MaxMessage {
 		return dst[:start], errorf("request of %d bytes exceeds the %d-byte limit", len(dst)-start, MaxMessage)
 	}
@@ -195,27 +216,32 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 		// A run: the queues from i on that share the strings of queue i.
 		q := &qs[i]
 		names := uint64(e.intern(q.Topic)) | uint64(e.intern(q.BrokerName))<<32
+		if e.recording {
+			e.record = append(e.record, q.Topic, q.BrokerName)
+		}
 		if i > 0 && CompareQueues(qs[i-1], *q) > 0 {
 			unsorted = true
 		}
-		topic, topicLen := unsafe.StringData(q.Topic), len(q.Topic)
-		broker, brokerLen := unsafe.StringData(q.BrokerName), len(q.BrokerName)
-		prev := q.QueueID
+		run := *namesOf(q)
+		// order ORs the differences of consecutive queue ids: its sign bit is set when one
+		// decreases. A branch per queue costs more than the arithmetic (RATIONALE.md).
+		order := int64(0)
+		prev := int64(q.QueueID)
+		rec := out[12*i:]
 		j := i
-		for ; j < len(qs); j++ {
+		for ; j < len(qs) && len(rec) >= 12; j++ {
 			p := &qs[j]
-			if unsafe.StringData(p.Topic) != topic || len(p.Topic) != topicLen ||
-				unsafe.StringData(p.BrokerName) != broker || len(p.BrokerName) != brokerLen {
+			if *namesOf(p) != run {
 				break
 			}
-			if p.QueueID < prev {
-				unsorted = true
-			}
-			prev = p.QueueID
-			rec := out[12*j : 12*j+12 : 12*j+12]
+			id := int64(p.QueueID)
+			order |= id - prev
+			prev = id
 			le.PutUint64(rec, names)
-			le.PutUint32(rec[8:], uint32(p.QueueID))
+			le.PutUint32(rec[8:12], uint32(id))
+			rec = rec[12:]
 		}
+		unsorted = unsorted || order < 0
 		i = j
 	}
 	if e.order && unsorted {
@@ -223,6 +249,52 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 	}
 	return dst
 }
+
+// appendQueuesCached is appendQueues that reuses the last request's QUEUES section when the
+// group and the queues are the same: the same Queue values, string headers included (equal
+// headers mean equal strings, which are immutable), compared as raw memory in one memequal. A
+// rebalance usually changes the consumers, not the queues, and a whole-group call of 1,024 queues
+// spent a fifth of its host side on writing the records (RATIONALE.md). A miss costs the
+// comparison, which stops at the first difference, and a copy of the queues.
+func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byte {
+	c := &e.queues
+	if len(qs) > 0 && len(qs) == len(c.qs) && group == c.group && bytes.Equal(queueBytes(qs), queueBytes(c.qs)) {
+		for _, s := range c.names { // the same strings in the same order: the same ids
+			e.intern(s)
+		}
+		if e.order && c.unsorted {
+			e.unsorted = true
+		}
+		return append(dst, c.section...)
+	}
+	start := len(dst)
+	order, unsorted := e.order, e.unsorted
+	e.order, e.unsorted, e.record, e.recording = true, false, e.record[:0], true
+	dst = e.appendQueues(dst, qs)
+	c.qs = append(c.qs[:0], qs...)
+	c.group = group
+	c.names = append(c.names[:0], e.record...)
+	c.unsorted = e.unsorted
+	c.section = append(c.section[:0], dst[start:]...)
+	e.order, e.recording = order, false
+	e.unsorted = unsorted || order && c.unsorted
+	return dst
+}
+
+// queueBytes is the memory of qs.
+func queueBytes(qs []Queue) []byte {
+	if len(qs) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), len(qs)*int(unsafe.Sizeof(Queue{})))
+}
+
+// namesOf gives the string headers of q's Topic and BrokerName, adjacent in Queue, as one value:
+// two queues whose names share storage compare equal in four word comparisons.
+func namesOf(q *Queue) *[4]uintptr { return (*[4]uintptr)(unsafe.Pointer(&q.Topic)) }
+
+// Queue's layout as namesOf reads it: BrokerName right after Topic.
+const _ = -uint(unsafe.Offsetof(Queue{}.BrokerName) - unsafe.Sizeof(""))
 
 // sameString is a == b, answering without comparing bytes when both share their storage, as the
 // topic and broker names of one topic's queues usually do.
@@ -232,6 +304,9 @@ func sameString(a, b string) bool {
 
 // intern returns the string's index in the table, adding it once.
 func (e *Encoder) intern(s string) uint32 {
+	if e.pending != nil {
+		e.indexPending()
+	}
 	if id, ok := e.index[s]; ok {
 		return id
 	}
@@ -240,6 +315,68 @@ func (e *Encoder) intern(s string) uint32 {
 	e.blob = append(e.blob, s...)
 	e.offsets = append(e.offsets, uint32(len(e.blob)))
 	return id
+}
+
+// appendConsumers writes CONSUMERS. cidAll usually arrives sorted, so a repeated id follows
+// itself, and few strings (group, topics, brokers) precede it in the table: then each id is
+// compared with its predecessor and those few strings instead of going through the map, and the
+// ids join the map only if a later section interns a string (indexPending). Map insertions were a
+// tenth of a whole-group call's host side (RATIONALE.md).
+func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
+	before := len(e.offsets) - 1 // strings in the table before the consumers
+	if before > maxLinearStrings || !e.sorted && !slices.IsSorted(list) {
+		return e.appendStrings(dst, list)
+	}
+	dst = le.AppendUint32(dst, uint32(len(list)))
+	// lengths has bit l set when a string before the consumers is l bytes long (l < 64): an id of
+	// another length is none of them, and most ids are settled without comparing bytes.
+	var lengths uint64
+	for id := range before {
+		lengths |= 1 << min(e.offsets[id+1]-e.offsets[id], 63)
+	}
+	e.pendingIDs = e.pendingIDs[:0]
+	var id uint32
+	for i, s := range list {
+		if i == 0 || s != list[i-1] { // else the same id as the one before
+			if lengths&(1<<min(len(s), 63)) == 0 {
+				id = uint32(len(e.offsets) - 1)
+				e.blob = append(e.blob, s...)
+				e.offsets = append(e.offsets, uint32(len(e.blob)))
+			} else if k := e.earlier(s, before); k >= 0 {
+				id = uint32(k)
+			} else {
+				id = uint32(len(e.offsets) - 1)
+				e.blob = append(e.blob, s...)
+				e.offsets = append(e.offsets, uint32(len(e.blob)))
+			}
+		}
+		dst = le.AppendUint32(dst, id)
+		e.pendingIDs = append(e.pendingIDs, id)
+	}
+	e.pending = list
+	return dst
+}
+
+// maxLinearStrings bounds the strings appendConsumers compares each consumer id with.
+const maxLinearStrings = 8
+
+// earlier returns the id of s among the table's first n strings, or -1.
+func (e *Encoder) earlier(s string, n int) int {
+	for id := range n {
+		if string(e.blob[e.offsets[id]:e.offsets[id+1]]) == s {
+			return id
+		}
+	}
+	return -1
+}
+
+// indexPending adds the consumer ids appendConsumers left out of the map.
+func (e *Encoder) indexPending() {
+	pending := e.pending
+	e.pending = nil
+	for k, s := range pending {
+		e.index[s] = e.pendingIDs[k]
+	}
 }
 
 func (e *Encoder) appendStrings(dst []byte, list []string) []byte {

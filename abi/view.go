@@ -313,6 +313,29 @@ func (v *View) Queue(i int) Queue {
 	return Queue{Topic: v.str(t), BrokerName: v.str(b), QueueID: id}
 }
 
+// QueueRun reads the run of mqAll that starts at queue i: the queues from i on whose records
+// name the same topic and broker strings (string ids: the writer stores each distinct string
+// once). It returns their topic and broker, the index after the run, and ids with the run's queue
+// ids appended, for a strategy that works a (topic, broker) at a time, as CONSISTENT_HASH's keys
+// share their prefix. A record that names a string the request lacks is a run of its own with
+// empty names, and makes Err report the request as malformed (as Queue).
+func (v *View) QueueRun(i int, ids []int32) (topic, broker string, end int, _ []int32) {
+	r := v.queues[12*i : 12*i+12 : 12*i+12]
+	names := le.Uint64(r)
+	if t, b := uint32(names), uint32(names>>32); uint64(t) < uint64(v.nstr) && uint64(b) < uint64(v.nstr) {
+		topic, broker = v.str(t), v.str(b)
+	} else {
+		v.Queue(i) // records the error
+		return "", "", i + 1, append(ids, int32(le.Uint32(r[8:])))
+	}
+	end = i
+	for q := v.queues[12*i:]; len(q) >= 12 && le.Uint64(q) == names; q = q[12:] {
+		ids = append(ids, int32(le.Uint32(q[8:12:12])))
+		end++
+	}
+	return topic, broker, end, ids
+}
+
 // Err reports a malformed queue record that Queue met, or nil. ParseRequest checks everything
 // else up front, but the string ids of queue records only as they are read, so that a reader
 // that never looks at queue names does not pay for checking them: one that does must check Err

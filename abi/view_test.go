@@ -2,6 +2,8 @@ package abi_test
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,5 +228,64 @@ func TestViewBadQueueRecord(t *testing.T) {
 	good, _ := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues("T", "b", 3), Consumers: []string{"c1"}})
 	if err := v.Parse(good); err != nil || v.Err() != nil || v.Queue(1).BrokerName != "b" {
 		t.Errorf("after Parse of a good request: %v, Err %v", err, v.Err())
+	}
+}
+
+// TestViewQueueRun: runs of mqAll by (topic, broker), their queue ids in order, and a bad record
+// as a run of its own with empty names that Err reports.
+func TestViewQueueRun(t *testing.T) {
+	qs := append(append(queues("T", "a", 3), queues("T", "b", 2)...), queues("U", "a", 1)...)
+	v := mustParse(t, &abi.Request{Group: "g", Queues: qs, Consumers: []string{"c"}})
+	type run struct {
+		topic, broker string
+		end           int
+		ids           []int32
+	}
+	var got []run
+	for i := 0; i < v.NumQueues(); {
+		topic, broker, end, ids := v.QueueRun(i, nil)
+		got = append(got, run{topic, broker, end, ids})
+		i = end
+	}
+	want := []run{{"T", "a", 3, []int32{0, 1, 2}}, {"T", "b", 5, []int32{0, 1}}, {"U", "a", 6, []int32{0}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || v.Err() != nil {
+		t.Errorf("runs %v (Err %v), want %v", got, v.Err(), want)
+	}
+	b, err := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues("T", "b", 3), Consumers: []string{"c1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(queueRecord(t, b, 1)[4:], 99)
+	v, err = abi.ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topic, _, end, ids := v.QueueRun(0, nil); topic != "T" || end != 1 || len(ids) != 1 {
+		t.Errorf("run before the bad record: %q to %d, %v", topic, end, ids)
+	}
+	if topic, broker, end, ids := v.QueueRun(1, nil); topic != "" || broker != "" || end != 2 || !slices.Equal(ids, []int32{1}) || v.Err() == nil {
+		t.Errorf("bad record: %q %q to %d, %v, Err %v", topic, broker, end, ids, v.Err())
+	}
+}
+
+// TestViewConsumerChecks: HasEmptyConsumer and DistinctConsumers on ids in the writer's order,
+// out of it (a consumer named like the group), repeated, and empty.
+func TestViewConsumerChecks(t *testing.T) {
+	for _, c := range []struct {
+		consumers       []string
+		empty, distinct bool
+	}{
+		{[]string{"a", "b", "c"}, false, true},
+		{[]string{"a", "b", "g"}, false, true}, // "g" is the group: an earlier id
+		{[]string{"a", "a", "b"}, false, false},
+		{[]string{"b", "a", "b"}, false, false},
+		{[]string{"", "a"}, true, true},
+		{[]string{"a", "", ""}, true, false},
+		{nil, false, true},
+	} {
+		v := mustParse(t, &abi.Request{Group: "g", Queues: queues("T", "b", 1), Consumers: c.consumers})
+		if v.HasEmptyConsumer() != c.empty || v.DistinctConsumers() != c.distinct {
+			t.Errorf("%q: empty %v distinct %v, want %v %v", c.consumers, v.HasEmptyConsumer(), v.DistinctConsumers(), c.empty, c.distinct)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/nativestrategy"
+	"github.com/allocd/allocd/plugins/hash"
 )
 
 // peerStrategies pairs allocd's built-in plugins with rocketmq-client-go's strategies of the same
@@ -193,6 +194,26 @@ func BenchmarkPeers(b *testing.B) {
 					}
 				}
 			})
+			if s.name == "hash" {
+				// hash's wasm main keeps a hash.Memo (MD5 hashes and the ring of the last
+				// members) from call to call; native-memo is the same algorithm natively with a
+				// Memo, where native builds from scratch (nativestrategy keeps no state).
+				b.Run("native-memo", func(b *testing.B) {
+					var m hash.Memo
+					want, _, err := nativestrategy.Allocator{}.Allocate(ctx, s.name, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got := nativeHashMemo(b, &m, req)
+					if !got.Equal(want) {
+						b.Fatal("native-memo and native answers differ")
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						nativeHashMemo(b, &m, req)
+					}
+				})
+			}
 			b.Run("wasm", func(b *testing.B) {
 				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
 				if err != nil {
@@ -242,4 +263,23 @@ func BenchmarkPeers(b *testing.B) {
 			})
 		})
 	}
+}
+
+// nativeHashMemo is hash's whole-group answer as its wasm main computes it (a ring from m, the
+// owners, resolved into the response), in process.
+func nativeHashMemo(b *testing.B, m *hash.Memo, req *abi.Request) *abi.Response {
+	ring, err := hash.NewRingMemo(len(req.Consumers), func(i int) string { return req.Consumers[i] }, hash.DefaultVirtualNodes, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owners := make([]int32, len(req.Queues))
+	ring.AssignOwners(owners, func(i int) (string, string, int32) {
+		q := &req.Queues[i]
+		return q.Topic, q.BrokerName, q.QueueID
+	})
+	resp, err := abi.ResolveOwners(req, owners)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp
 }

@@ -5,12 +5,13 @@
 #
 #   cd bench && sh scripts/callgrind.sh [N]      (N defaults to 100)
 #
-# Rows: the peers and the native plugins of BenchmarkPeers, and the root module's
+# Rows: the peers, the native and the wasm plugins of BenchmarkPeers, and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
-# checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64.
-# The wasm rows are left out: the guest's compiled code runs under valgrind, but its counts came
-# out 30x what its run time allows, and callgrind's --toggle-collect, which would leave out the
-# setup, does not survive Go's threads.
+# checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64. For
+# the wasm rows the guests are built first (ALLOCD_BENCH_WASM: valgrind stops at the signal a
+# child process's exit sends) and a warm-up run fills the compilation cache in the same
+# directory, so the counted runs only load and run the compiled code; the guest's instructions
+# are counted as they run (callgrind names them by address only).
 #
 # GODEBUG=asyncpreemptoff=1: callgrind asserts on the signals of Go's asynchronous preemption.
 # GOGC=off, GOMAXPROCS=1: no collector work varies between runs.
@@ -19,24 +20,32 @@ N=${1:-100}
 DIR=$(mktemp -d)
 ROOT=$(go list -m -f '{{.Dir}}' github.com/allocd/allocd)
 go test -c -o "$DIR/bench.test" .
+for p in averagely circle hash; do
+	(cd "$ROOT" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath \
+		-o "$DIR/plugins_${p}_wasm.wasm" "./plugins/$p/wasm")
+done
 (cd "$ROOT" && go test -c -o "$DIR/abi.test" ./abi && go test -c -o "$DIR/hash.test" ./plugins/hash &&
 	go test -c -o "$DIR/sticky.test" ./plugins/sticky)
 count() { # binary, benchmark, iterations
-	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
+	ALLOCD_BENCH_WASM="$DIR" GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
 		"$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime "${3}x" >/dev/null 2>&1
 	grep '^summary:' "$DIR/out" | awk '{print $2}'
 }
 row() { # binary, benchmark, N
+	ALLOCD_BENCH_WASM="$DIR" "$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime 1x >/dev/null 2>&1 # compiles
 	a=$(count "$1" "$2" "$3")
 	b=$(count "$1" "$2" $((3 * $3)))
 	echo "$2 $(((b - a) / (2 * $3))) instructions/op"
 }
 for s in averagely circle; do
-	row bench.test "BenchmarkPeers/$s/rocketmq-go" "$N"
-	row bench.test "BenchmarkPeers/$s/native" "$N"
+	for k in rocketmq-go native wasm wasm-rebalance; do
+		row bench.test "BenchmarkPeers/$s/$k" "$N"
+	done
 done
 row bench.test BenchmarkPeers/hash/rocketmq-go 2 # 0.2 s a call natively
-row bench.test BenchmarkPeers/hash/native "$N"
+for k in native native-memo wasm wasm-rebalance; do
+	row bench.test "BenchmarkPeers/hash/$k" $((N / 10 + 1))
+done
 row abi.test BenchmarkHostSide/list "$N"
 row abi.test BenchmarkHostSide/owners "$N"
 for s in fresh memo-same memo-rebalance; do

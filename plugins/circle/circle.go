@@ -36,14 +36,22 @@ func Owners(owners []int32, c int) {
 		}
 		return
 	}
-	o := int32(0)
-	last := int32(c - 1)
-	for i := range owners {
-		owners[i] = o
-		if o == last {
-			o = 0
-		} else {
-			o++
+	// The first c entries are 0..c-1, and the rest repeat them: doubling copies of a prefix whose
+	// length is a multiple of c, so that a whole group costs c stores and log2(n/c) calls of copy
+	// (one memory.copy each in a wasm guest, where a loop iteration costs about 60 instructions).
+	head := owners[:min(c, len(owners))]
+	i := int32(0)
+	for rest := head; len(rest) > 0; {
+		if len(rest) >= 8 { // eight stores an iteration: see averagely's fill
+			b := rest[:8:8]
+			b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7] = i, i+1, i+2, i+3, i+4, i+5, i+6, i+7
+			rest, i = rest[8:], i+8
+			continue
 		}
+		rest[0] = i
+		rest, i = rest[1:], i+1
+	}
+	for k := len(head); k < len(owners); k *= 2 {
+		copy(owners[k:], owners[:k])
 	}
 }

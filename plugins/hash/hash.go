@@ -71,6 +71,7 @@ type Ring struct {
 	buckets []int32
 	shift   uint
 	scratch []byte
+	ids     []int32 // AssignOwnerRuns's buffer of a run's queue ids
 	memo    *Memo
 }
 
@@ -117,6 +118,12 @@ func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, er
 	ids := make([]string, c)
 	for i := range ids {
 		ids[i] = consumer(i)
+	}
+	if m != nil {
+		if last := m.sameRing(ids); last != nil {
+			return last, nil
+		}
+		defer m.keepRing(r, ids)
 	}
 	if distinct(ids) {
 		r.buildDistinct(ids, vnodes)
@@ -380,6 +387,62 @@ func assign[T int | int32](r *Ring, owners []T, queue func(int) (string, string,
 	}
 }
 
+// AssignOwnerRuns is AssignOwners reading mqAll a run at a time: run(i, ids[:0]) returns the
+// topic and broker that queues i..end-1 share, the end, and ids with those queues' ids appended
+// (abi.View.QueueRun is one). A guest then pays one call per run, not a call and two string
+// comparisons per queue, which in a wasm guest were most of a whole-group call (RATIONALE.md).
+func (r *Ring) AssignOwnerRuns(owners []int32, run func(i int, ids []int32) (topic, broker string, end int, ids2 []int32)) {
+	if len(r.hashes) == 0 {
+		for i := range owners {
+			owners[i] = -1
+		}
+		return
+	}
+	ids := r.ids
+	for i := 0; i < len(owners); {
+		var topic, broker string
+		var end int
+		topic, broker, end, ids = run(i, ids[:0])
+		if end <= i || end > len(owners) || len(ids) != end-i {
+			panic("hash: AssignOwnerRuns: run(" + strconv.Itoa(i) + ") returned a run ending at " + strconv.Itoa(end) +
+				" with " + strconv.Itoa(len(ids)) + " ids")
+		}
+		r.assignRun(owners[i:end], topic, broker, ids)
+		i = end
+	}
+	r.ids = ids
+	if r.memo != nil {
+		r.memo.dropUnusedQueues()
+	}
+}
+
+// assignRun sets owners[k] to the owner of queue (topic, broker, ids[k]).
+func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
+	var run *queueRun // the memo's hashes of this broker's queues, by queue id
+	if r.memo != nil {
+		run = r.memo.queueRun(topic, broker)
+	}
+	b := r.scratch[:0]
+	prefix := -1
+	for k, id := range ids[:len(owners)] {
+		if run != nil && uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
+			owners[k] = int32(r.lookup(uint32(run.hashes[id])))
+			continue
+		}
+		if prefix < 0 {
+			b = rocketmq.AppendQueuePrefix(b[:0], topic, broker)
+			prefix = len(b)
+		}
+		b = rocketmq.AppendQueueID(b[:prefix], id)
+		h := Hash(b)
+		if run != nil {
+			run.put(id, h)
+		}
+		owners[k] = int32(r.lookup(h))
+	}
+	r.scratch = b
+}
+
 // Queues appends to dst, in mqAll order, the indices i with owners[i] == self: Java's result for
 // the consumer whose first index in cidAll is self. self<0 (not a member) appends nothing.
 func Queues(dst, owners []int, self int) []int {
@@ -405,7 +468,26 @@ type Memo struct {
 	gen       uint32
 	consumers map[string]*memoConsumer
 	runs      map[[2]string]*queueRun
+	// ring was built from ringIDs (and vnodes): the next request with the same members in the
+	// same order gets it back without sorting its keys again.
+	ring    *Ring
+	ringIDs []string
 }
+
+// sameRing returns the last ring when it was built from the same ids, else nil.
+func (m *Memo) sameRing(ids []string) *Ring {
+	if m.ring == nil || len(ids) != len(m.ringIDs) {
+		return nil
+	}
+	for i, id := range ids {
+		if id != m.ringIDs[i] {
+			return nil
+		}
+	}
+	return m.ring
+}
+
+func (m *Memo) keepRing(r *Ring, ids []string) { m.ring, m.ringIDs = r, ids }
 
 type memoConsumer struct {
 	hashes []uint32
@@ -438,6 +520,7 @@ func (m *Memo) begin(vnodes int) {
 	if m.consumers == nil || m.vnodes != vnodes {
 		m.consumers = map[string]*memoConsumer{}
 		m.vnodes = vnodes
+		m.ring, m.ringIDs = nil, nil
 	}
 	if m.runs == nil {
 		m.runs = map[[2]string]*queueRun{}

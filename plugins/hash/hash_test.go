@@ -730,6 +730,7 @@ func TestMemoGivesNewRingsAnswers(t *testing.T) {
 		{cids(7), []string{"b0"}, ids(0, 64), 3},
 	}
 	var m Memo
+	var last *Ring
 	for step, r := range seq {
 		type q struct {
 			b  string
@@ -751,9 +752,26 @@ func TestMemoGivesNewRingsAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The same members (equal ids, vnodes) as the step before get the same ring back.
+		same := step > 0 && slices.Equal(r.cids, seq[step-1].cids) && r.vnodes == seq[step-1].vnodes && r.vnodes > 0
+		if (memo == last) != same {
+			t.Errorf("step %d: ring reused %v, want %v", step, memo == last, same)
+		}
+		last = memo
 		want, got := make([]int32, len(mq)), make([]int32, len(mq))
 		fresh.AssignOwners(want, queue)
-		memo.AssignOwners(got, queue)
+		if step%2 == 0 {
+			memo.AssignOwners(got, queue)
+		} else {
+			memo.AssignOwnerRuns(got, func(i int, ids []int32) (string, string, int, []int32) {
+				end := i
+				for end < len(mq) && mq[end].b == mq[i].b {
+					ids = append(ids, mq[end].id)
+					end++
+				}
+				return "T", mq[i].b, end, ids
+			})
+		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: with the memo %v, from scratch %v", step, got, want)
 		}

@@ -57,6 +57,13 @@ func WholeGroupChecks(numQueues, numConsumers int, consumer func(int) string) bo
 	return true
 }
 
+// WholeGroupChecksEmpty is WholeGroupChecks for a caller that knows at once whether some
+// consumer id is empty (abi.View.HasEmptyConsumer reads it from the string table's offsets, where
+// building every id through consumer costs a wasm guest a call per consumer).
+func WholeGroupChecksEmpty(numQueues, numConsumers int, emptyConsumer bool) bool {
+	return numQueues > 0 && numConsumers > 0 && !emptyConsumer
+}
+
 // IndexOf returns the index of the first occurrence of cid among n consumers (consumer(i) gives the
 // id), or -1, like Java's cidAll.indexOf(currentCID): exact, case-sensitive equality.
 func IndexOf(cid string, n int, consumer func(int) string) int {

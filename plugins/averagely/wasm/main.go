@@ -30,7 +30,7 @@ func each(a *plugin.Args, dst []int) ([]int, error) {
 // wholeGroup answers every consumer in one pass (ABI 1.1's owner form). A request that RocketMQ's
 // checks fail for some consumer (no queues, an empty consumer id) goes through each instead.
 func wholeGroup(v *abi.View, owners []int32) (bool, error) {
-	if !rocketmq.WholeGroupChecks(v.NumQueues(), v.NumConsumers(), v.Consumer) {
+	if !rocketmq.WholeGroupChecksEmpty(v.NumQueues(), v.NumConsumers(), v.HasEmptyConsumer()) {
 		return false, nil
 	}
 	averagely.Owners(owners, v.NumConsumers())

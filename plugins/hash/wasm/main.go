@@ -34,17 +34,14 @@ func wholeGroup(v *abi.View, owners []int32) (bool, error) {
 		return false, err // as prepare: the whole call fails
 	}
 	n, c := v.NumQueues(), v.NumConsumers()
-	if !rocketmq.WholeGroupChecks(n, c, v.Consumer) {
+	if !rocketmq.WholeGroupChecksEmpty(n, c, v.HasEmptyConsumer()) {
 		return false, nil
 	}
 	ring, err := hash.NewRingMemo(c, v.Consumer, vnodes, &memo)
 	if err != nil {
 		return false, nil
 	}
-	ring.AssignOwners(owners, func(i int) (string, string, int32) {
-		q := v.Queue(i)
-		return q.Topic, q.BrokerName, q.QueueID
-	})
+	ring.AssignOwnerRuns(owners, v.QueueRun)
 	return true, nil
 }
 
