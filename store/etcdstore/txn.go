@@ -25,6 +25,7 @@ type txn struct {
 	ranges   map[string]string  // listed range start -> end
 	writes   map[string]*[]byte // key -> new value; nil: deleted
 	prefixes []string           // range deletes of every key with one of these prefixes
+	err      error              // a failure while buffering a write, returned by commit
 }
 
 var errReadOnly = errors.New("a read-only transaction (View) cannot write")
@@ -173,10 +174,13 @@ func (x *txn) splitPrefixDeletes(key string) {
 	for _, p := range split {
 		// The keys listed are compared in the commit (listRange records the range), so a key
 		// added meanwhile makes the commit a conflict, not a key left behind.
-		x.listRange(p, clientv3.GetPrefixRangeEnd(p), true, func(k string, _ []byte) error {
+		err := x.listRange(p, clientv3.GetPrefixRangeEnd(p), true, func(k string, _ []byte) error {
 			x.del(k)
 			return nil
 		})
+		if err != nil && x.err == nil {
+			x.err = err
+		}
 	}
 }
 
@@ -220,6 +224,9 @@ func (x *txn) listRange(start, end string, keysOnly bool, fn func(key string, va
 // commit writes the buffered writes in one Txn: If(fence, reads unchanged) Then(writes)
 // Else(get the fence key), whose Else tells a lost fence from a changed read.
 func (x *txn) commit() error {
+	if x.err != nil {
+		return x.err
+	}
 	if len(x.writes) == 0 && len(x.prefixes) == 0 {
 		return nil
 	}
@@ -281,14 +288,16 @@ func (x *txn) commit() error {
 		if len(kvs) > 0 {
 			now = fmt.Sprintf("was created again at revision %d", kvs[0].CreateRevision)
 		}
-		err := fmt.Errorf("%w: the election key %q of revision %d %s; nothing was written", store.ErrFenced, f.key, f.rev, now)
-		if s.opts.OnFenced != nil {
-			s.opts.OnFenced(err)
-		}
-		return err
+		return &lostFence{fmt.Errorf("%w: the election key %q of revision %d %s; nothing was written", store.ErrFenced, f.key, f.rev, now)}
 	}
 	return fmt.Errorf("%w (between its read at revision %d and its commit)", ErrConflict, x.rev)
 }
+
+// lostFence is a commit's failed fence compare, for which update calls Options.OnFenced.
+type lostFence struct{ err error }
+
+func (e *lostFence) Error() string { return e.err.Error() }
+func (e *lostFence) Unwrap() error { return e.err }
 
 // readCompares are the compares that what was read is unchanged: a key's mod revision, a
 // listed range's newest mod revision. Beyond max, they fold into one range compare per record
