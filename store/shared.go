@@ -10,6 +10,11 @@ import (
 // gone or was never set. Nothing was written.
 var ErrFenced = errors.New("fenced: this replica is not the leader")
 
+// ErrTooLarge is matched by the error of a write that a shared store cannot make in one
+// transaction (etcd takes 128 operations and 1.5 MiB by default). Nothing was written; the
+// same records in smaller writes may fit.
+var ErrTooLarge = errors.New("too large for one transaction")
+
 // The helpers below let a store in another package (store/etcdstore) keep this package's names,
 // key layout and errors.
 

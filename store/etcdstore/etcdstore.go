@@ -80,8 +80,9 @@ const (
 	schemaVersion = 1
 )
 
-// ErrTooLarge is matched by the error of a write that does not fit in one etcd transaction.
-var ErrTooLarge = errors.New("too large for one etcd transaction")
+// ErrTooLarge is matched by the error of a write that does not fit in one etcd transaction:
+// it is store.ErrTooLarge.
+var ErrTooLarge = store.ErrTooLarge
 
 // ErrConflict is matched by the error of a write whose reads kept changing under it.
 var ErrConflict = errors.New("the records it read were changed by another writer")
