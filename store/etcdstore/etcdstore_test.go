@@ -422,3 +422,37 @@ func TestConcurrentWriters(t *testing.T) {
 		}
 	}
 }
+
+// A put under a range deleted earlier in the same transaction (etcd refuses a put inside a
+// deleted range in one Txn): the range becomes deletes of the keys it held, and the put lands.
+func TestPutInsideDeletedRange(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := openLeader(t, e.Client(t), "/allocd/")
+	err := s.Update(func(tx store.Tx) error {
+		for n := int64(1); n <= 3; n++ {
+			if err := tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", n), []byte("{}")); err != nil {
+				return err
+			}
+		}
+		return tx.Put(store.HistoryBucket, store.HistoryKey("h", "T", 1), []byte("{}"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(func(tx store.Tx) error {
+		if err := store.DeleteHistory(tx, "g"); err != nil {
+			return err
+		}
+		return tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", 9), []byte("{}"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	s.View(func(tx store.Tx) error {
+		return tx.List(store.HistoryBucket, "", func(k string, _ []byte) error { keys = append(keys, k); return nil })
+	})
+	if want := []string{store.HistoryKey("g", "T", 9), store.HistoryKey("h", "T", 1)}; fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Fatalf("history keys %q, want %q", keys, want)
+	}
+}
