@@ -7,6 +7,7 @@ package coordinator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -246,16 +247,18 @@ func moves(old, gen *store.Generation) []model.Move {
 // published, in one transaction when the store can.
 func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	gens := make([]store.Generation, len(batch))
-	var entries []model.HistoryEntry
+	ents := make([]*model.HistoryEntry, len(batch)) // the published ones' entries
 	for i, p := range batch {
 		gens[i] = *p.gen
 		if p.publish {
-			entries = append(entries, c.historyEntry(p))
+			e := c.historyEntry(p)
+			ents[i] = &e
 		}
 	}
+	entries := published(ents)
 	write := func(tx store.Tx) error { return c.writeHistory(tx, entries, now) }
 	if gtx, ok := c.store.(store.GenerationTx); ok {
-		if err := gtx.PutGenerationsTx(gens, write); err != nil {
+		if err := c.storeGenerationsTx(gtx, gens, ents, now); err != nil {
 			return err
 		}
 	} else {
@@ -272,6 +275,32 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 		c.m.moved.WithLabelValues(e.Group).Observe(float64(len(e.Moves)))
 	}
 	return nil
+}
+
+func published(ents []*model.HistoryEntry) []model.HistoryEntry {
+	var out []model.HistoryEntry
+	for _, e := range ents {
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// storeGenerationsTx writes gens with their history entries (ents, aligned) in one transaction
+// or, when the store cannot take that many records at once (etcd's limits: store.ErrTooLarge),
+// in halves, each generation always with its own history entry.
+func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Generation, ents []*model.HistoryEntry, now time.Time) error {
+	entries := published(ents)
+	err := gtx.PutGenerationsTx(gens, func(tx store.Tx) error { return c.writeHistory(tx, entries, now) })
+	if errors.Is(err, store.ErrTooLarge) && len(gens) > 1 {
+		half := len(gens) / 2
+		if err := c.storeGenerationsTx(gtx, gens[:half], ents[:half], now); err != nil {
+			return err
+		}
+		return c.storeGenerationsTx(gtx, gens[half:], ents[half:], now)
+	}
+	return err
 }
 
 func (c *Coordinator) writeHistory(tx store.Tx, entries []model.HistoryEntry, now time.Time) error {

@@ -2,8 +2,9 @@
 // the last generation of every (group, topic), and generic buckets that other parts of the daemon
 // (autoscale's pending steps, lock leases and fencing tokens) use for their own records.
 //
-// Store is one interface so that the embedded file store (Bolt, a bbolt file in the data folder)
-// can later be joined by a shared one (etcd) for several daemons. Every write is one transaction
+// Store is one interface over the embedded file store (Bolt, a bbolt file in the data folder)
+// and the shared one of several replicas (store/etcdstore, in etcd, whose writes only the
+// leader makes and that fail with ErrFenced once it is no longer leader). Every write is one transaction
 // that is on disk (fsync) when it returns, so a record survives kill -9; a write that fails (a
 // full disk, a read-only file) changes nothing and returns an error that unwraps to its cause
 // (errors.Is(err, syscall.ENOSPC)).

@@ -102,6 +102,10 @@ func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func
 		}
 		drop++
 	}
+	if rd, ok := tx.(RangeDeleter); ok && drop > 0 {
+		// The oldest records are a run of keys: keys[drop] is the first one kept.
+		return drop, rd.DeleteRange(HistoryBucket, keys[0], keys[drop])
+	}
 	for _, k := range keys[:drop] {
 		if err := tx.Delete(HistoryBucket, k); err != nil {
 			return 0, err
@@ -112,8 +116,9 @@ func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func
 
 // DeleteHistory removes every history record of a group.
 func DeleteHistory(tx Tx, group string) error {
-	if pd, ok := tx.(PrefixDeleter); ok {
-		return pd.DeletePrefix(HistoryBucket, HistoryGroupPrefix(group))
+	if rd, ok := tx.(RangeDeleter); ok {
+		p := HistoryGroupPrefix(group)
+		return rd.DeleteRange(HistoryBucket, p, PrefixEnd(p))
 	}
 	var keys []string
 	if err := tx.List(HistoryBucket, HistoryGroupPrefix(group), func(key string, _ []byte) error {

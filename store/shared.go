@@ -10,6 +10,11 @@ import (
 // gone or was never set. Nothing was written.
 var ErrFenced = errors.New("fenced: this replica is not the leader")
 
+// ErrTooLarge is matched by the error of a write that a shared store cannot make in one
+// transaction (etcd takes 128 operations and 1.5 MiB by default). Nothing was written; the
+// same records in smaller writes may fit.
+var ErrTooLarge = errors.New("too large for one transaction")
+
 // The helpers below let a store in another package (store/etcdstore) keep this package's names,
 // key layout and errors.
 
@@ -35,8 +40,22 @@ func GenerationKey(group, topic string) string { return generationKey(group, top
 // an *Error already.
 func Wrap(err error, format string, args ...any) error { return opErr(err, format, args...) }
 
-// PrefixDeleter is implemented by a Tx that can remove every key of a bucket starting with a
-// prefix in one operation (etcd's range delete), rather than one delete per key.
-type PrefixDeleter interface {
-	DeletePrefix(bucket, prefix string) error
+// RangeDeleter is implemented by a Tx that can remove every key k of a bucket with
+// from <= k < to (to "": to the bucket's end) in one operation (etcd's range delete), rather
+// than one delete per key.
+type RangeDeleter interface {
+	DeleteRange(bucket, from, to string) error
+}
+
+// PrefixEnd is the first key after every key that starts with prefix ("" if there is none:
+// the prefix is empty or all 0xff bytes).
+func PrefixEnd(prefix string) string {
+	b := []byte(prefix)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < 0xff {
+			b[i]++
+			return string(b[:i+1])
+		}
+	}
+	return ""
 }

@@ -53,7 +53,8 @@ type Options struct {
 	// RequestTimeout bounds each etcd call (default 5 s).
 	RequestTimeout time.Duration
 	// OnFenced is called, once per failed write, when a write's fence check fails: the
-	// replica lost its leadership and must step down.
+	// replica lost its leadership and must step down. It runs on the writing goroutine, after
+	// the store's write lock is released, with the error the write returns.
 	OnFenced func(error)
 	// MaxTxnOps is the etcd server's --max-txn-ops (default 128).
 	MaxTxnOps int
@@ -79,8 +80,9 @@ const (
 	schemaVersion = 1
 )
 
-// ErrTooLarge is matched by the error of a write that does not fit in one etcd transaction.
-var ErrTooLarge = errors.New("too large for one etcd transaction")
+// ErrTooLarge is matched by the error of a write that does not fit in one etcd transaction:
+// it is store.ErrTooLarge.
+var ErrTooLarge = store.ErrTooLarge
 
 // ErrConflict is matched by the error of a write whose reads kept changing under it.
 var ErrConflict = errors.New("the records it read were changed by another writer")
@@ -323,18 +325,24 @@ func (s *Store) update(op string, build func(*txn) error) error {
 		return &store.Error{Op: op, Err: errClosed}
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	for attempt := 1; ; attempt++ {
+	var err error
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		x := &txn{s: s, writable: true}
-		err := build(x)
-		if err == nil {
+		if err = build(x); err == nil {
 			err = x.commit()
 		}
-		if errors.Is(err, ErrConflict) && attempt < maxAttempts {
-			continue
+		if !errors.Is(err, ErrConflict) {
+			break
 		}
-		return store.Wrap(err, "%s", op)
 	}
+	s.wmu.Unlock()
+	err = store.Wrap(err, "%s", op)
+	// Called without the write lock: the callback may step down, clear the fence, log.
+	var lf *lostFence
+	if errors.As(err, &lf) && s.opts.OnFenced != nil {
+		s.opts.OnFenced(err)
+	}
+	return err
 }
 
 // call is the context of one etcd call.

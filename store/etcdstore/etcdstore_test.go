@@ -19,13 +19,13 @@ import (
 	"github.com/allocd/allocd/store/storetest"
 )
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
 
-func open(t *testing.T, cli *clientv3.Client, opts etcdstore.Options) *etcdstore.Store {
+func open(t testing.TB, cli *clientv3.Client, opts etcdstore.Options) *etcdstore.Store {
 	t.Helper()
 	s, err := etcdstore.Open(ctx(t), cli, opts)
 	if err != nil {
@@ -36,7 +36,7 @@ func open(t *testing.T, cli *clientv3.Client, opts etcdstore.Options) *etcdstore
 }
 
 // leaderKey puts key (if absent) and fences s with it: a stand-in for an election won.
-func leaderKey(t *testing.T, cli *clientv3.Client, s *etcdstore.Store, key string) {
+func leaderKey(t testing.TB, cli *clientv3.Client, s *etcdstore.Store, key string) {
 	t.Helper()
 	if _, err := cli.Txn(ctx(t)).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, "me")).Commit(); err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func leaderKey(t *testing.T, cli *clientv3.Client, s *etcdstore.Store, key strin
 }
 
 // openLeader opens a store under prefix that holds the fence prefix+"leader".
-func openLeader(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore.Store {
+func openLeader(t testing.TB, cli *clientv3.Client, prefix string) *etcdstore.Store {
 	s := open(t, cli, etcdstore.Options{Prefix: prefix})
 	leaderKey(t, cli, s, prefix+"leader")
 	return s
@@ -105,7 +105,19 @@ func TestFence(t *testing.T) {
 
 	var mu sync.Mutex
 	var fenced []error
-	s1 := open(t, cli, etcdstore.Options{OnFenced: func(err error) { mu.Lock(); fenced = append(fenced, err); mu.Unlock() }})
+	var s1 *etcdstore.Store
+	s1 = open(t, cli, etcdstore.Options{OnFenced: func(err error) {
+		mu.Lock()
+		fenced = append(fenced, err)
+		first := len(fenced) == 1
+		mu.Unlock()
+		// A step-down may write (it fails, fenced, and is reported too) without deadlocking.
+		if first {
+			if err := s1.PutGroup(store.Group{Name: "from-callback"}); !errors.Is(err, store.ErrFenced) {
+				t.Errorf("write from OnFenced: %v", err)
+			}
+		}
+	}})
 	// No fence yet: a follower writes nothing, and is not told to step down.
 	if err := s1.PutTopic(store.Topic{Name: "T0"}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write with no fence: %v", err)
@@ -149,8 +161,8 @@ func TestFence(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	if len(fenced) != len(writes) || !errors.Is(fenced[0], store.ErrFenced) {
-		t.Errorf("OnFenced called %d times (%v) for %d fenced writes", len(fenced), fenced, len(writes))
+	if len(fenced) != len(writes)+1 || !errors.Is(fenced[0], store.ErrFenced) {
+		t.Errorf("OnFenced called %d times (%v) for %d fenced writes", len(fenced), fenced, len(writes)+1)
 	}
 	mu.Unlock()
 	after, err := cli.Get(ctx(t), "/allocd/", clientv3.WithPrefix())
@@ -173,7 +185,7 @@ func TestFence(t *testing.T) {
 		t.Fatalf("write after ClearFence: %v", err)
 	}
 	mu.Lock()
-	if len(fenced) != len(writes) {
+	if len(fenced) != len(writes)+1 {
 		t.Errorf("OnFenced called for a store without a fence")
 	}
 	mu.Unlock()
@@ -408,5 +420,39 @@ func TestConcurrentWriters(t *testing.T) {
 		if !seen[n] {
 			t.Fatalf("sequence %d skipped", n)
 		}
+	}
+}
+
+// A put under a range deleted earlier in the same transaction (etcd refuses a put inside a
+// deleted range in one Txn): the range becomes deletes of the keys it held, and the put lands.
+func TestPutInsideDeletedRange(t *testing.T) {
+	e := etcdtest.Start(t)
+	s := openLeader(t, e.Client(t), "/allocd/")
+	err := s.Update(func(tx store.Tx) error {
+		for n := int64(1); n <= 3; n++ {
+			if err := tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", n), []byte("{}")); err != nil {
+				return err
+			}
+		}
+		return tx.Put(store.HistoryBucket, store.HistoryKey("h", "T", 1), []byte("{}"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(func(tx store.Tx) error {
+		if err := store.DeleteHistory(tx, "g"); err != nil {
+			return err
+		}
+		return tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", 9), []byte("{}"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	s.View(func(tx store.Tx) error {
+		return tx.List(store.HistoryBucket, "", func(k string, _ []byte) error { keys = append(keys, k); return nil })
+	})
+	if want := []string{store.HistoryKey("g", "T", 9), store.HistoryKey("h", "T", 1)}; fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Fatalf("history keys %q, want %q", keys, want)
 	}
 }

@@ -109,12 +109,16 @@ func (k *Keeper) Keep(name, hash string, module []byte) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	cur, ok, err := k.current(name)
+	kv, _, err := k.s.getKV(k.pointerKey(name))
 	if err != nil {
 		return store.Wrap(err, "%s", op)
 	}
-	if ok && cur.Hash == hash {
-		return nil // kept already: every start loads the same versions again
+	if kv != nil {
+		// Kept already: every start loads the same versions again. A damaged record is
+		// replaced.
+		if cur, err := decodeVersion(string(kv.Key), kv.Value); err == nil && cur.Hash == hash {
+			return nil
+		}
 	}
 	if k.s.fence.Load() == nil {
 		return &store.Error{Op: op, Err: errNoFence}
@@ -126,7 +130,9 @@ func (k *Keeper) Keep(name, hash string, module []byte) error {
 		v.Chunks = append(v.Chunks, h)
 		key := k.chunkKey(h)
 		err := k.s.update(op, func(x *txn) error {
-			if _, ok, err := x.get(key, true); err != nil || ok {
+			// A chunk there already is shared with another version; one whose bytes do
+			// not match its name (damaged) is written again.
+			if old, ok, err := x.get(key, false); err != nil || ok && hashOf(old) == h {
 				return err
 			}
 			x.put(key, c)
@@ -155,16 +161,6 @@ func (k *Keeper) Keep(name, hash string, module []byte) error {
 	}
 	k.removeUnused()
 	return nil
-}
-
-// current reads name's pointer record.
-func (k *Keeper) current(name string) (version, bool, error) {
-	kv, _, err := k.s.getKV(k.pointerKey(name))
-	if err != nil || kv == nil {
-		return version{}, false, err
-	}
-	v, err := decodeVersion(string(kv.Key), kv.Value)
-	return v, err == nil, err
 }
 
 func (k *Keeper) Kept(name string) ([]byte, string, bool, error) {

@@ -199,4 +199,11 @@ func TestKeeperDamaged(t *testing.T) {
 	if _, _, _, err := k.Kept("p"); err == nil || !strings.Contains(err.Error(), `"/allocd/plugins/p"`) {
 		t.Fatalf("Kept with a damaged pointer: %v", err)
 	}
+	// Keeping the version again mends it.
+	if err := k.Keep("p", hashOf(v), v); err != nil {
+		t.Fatal(err)
+	}
+	if b, _, ok, err := k.Kept("p"); err != nil || !ok || !bytes.Equal(b, v) {
+		t.Fatalf("Kept after Keep over a damaged record: %v, %v", ok, err)
+	}
 }

@@ -22,9 +22,10 @@ type txn struct {
 	writable bool
 	rev      int64              // revision every read is made at; 0 before the first
 	reads    map[string]int64   // key -> its mod revision when read (0: absent)
-	ranges   map[string]string  // listed range start -> end
+	listed   map[string]string  // listed range start -> end
 	writes   map[string]*[]byte // key -> new value; nil: deleted
-	prefixes []string           // range deletes of every key with one of these prefixes
+	dels     []keyRange         // range deletes
+	err      error              // a failure while buffering a write, returned by commit
 }
 
 var errReadOnly = errors.New("a read-only transaction (View) cannot write")
@@ -36,9 +37,14 @@ func (x *txn) run(fn func(store.Tx) error) error {
 	return fn(bucketTx{x})
 }
 
-func (x *txn) underDeletedPrefix(key string) bool {
-	for _, p := range x.prefixes {
-		if strings.HasPrefix(key, p) {
+// keyRange is the keys k with start <= k < end.
+type keyRange struct{ start, end string }
+
+func (r keyRange) has(key string) bool { return key >= r.start && key < r.end }
+
+func (x *txn) deleted(key string) bool {
+	for _, r := range x.dels {
+		if r.has(key) {
 			return true
 		}
 	}
@@ -64,7 +70,7 @@ func (x *txn) get(key string, keysOnly bool) ([]byte, bool, error) {
 		}
 		return bytes.Clone(*w), true, nil
 	}
-	if x.underDeletedPrefix(key) {
+	if x.deleted(key) {
 		return nil, false, nil
 	}
 	ctx, cancel := x.s.call()
@@ -108,8 +114,8 @@ func (s *Store) readErr(err error) error {
 }
 
 func (x *txn) put(key string, value []byte) {
-	if x.underDeletedPrefix(key) {
-		x.splitPrefixDeletes(key)
+	if x.deleted(key) {
+		x.splitRangeDeletes(key)
 	}
 	if x.writes == nil {
 		x.writes = map[string]*[]byte{}
@@ -122,7 +128,7 @@ func (x *txn) put(key string, value []byte) {
 }
 
 func (x *txn) del(key string) {
-	if x.underDeletedPrefix(key) {
+	if x.deleted(key) {
 		return // deleted already
 	}
 	if x.writes == nil {
@@ -144,39 +150,45 @@ func (x *txn) deleteExisting(key string) error {
 	return nil
 }
 
-// deletePrefix deletes every key starting with p: one range delete in the commit.
-func (x *txn) deletePrefix(p string) {
+// deleteRange deletes every key k with start <= k < end: one range delete in the commit.
+func (x *txn) deleteRange(start, end string) {
+	if start >= end {
+		return
+	}
+	r := keyRange{start, end}
 	for k := range x.writes {
-		if strings.HasPrefix(k, p) {
+		if r.has(k) {
 			delete(x.writes, k)
 		}
 	}
-	if !x.underDeletedPrefix(p) {
-		x.prefixes = append(x.prefixes, p)
-	}
+	x.dels = append(x.dels, r)
 }
 
-// splitPrefixDeletes turns the range deletes that cover key into deletes of the keys they
+func (x *txn) deletePrefix(p string) { x.deleteRange(p, clientv3.GetPrefixRangeEnd(p)) }
+
+// splitRangeDeletes turns the range deletes that cover key into deletes of the keys they
 // would remove, so that key can be written in the same Txn (etcd refuses a put inside a
-// deleted range). Rare: nothing in the daemon writes under a prefix it deletes.
-func (x *txn) splitPrefixDeletes(key string) {
-	kept := x.prefixes[:0]
-	var split []string
-	for _, p := range x.prefixes {
-		if strings.HasPrefix(key, p) {
-			split = append(split, p)
+// deleted range). Rare: nothing in the daemon writes under a range it deletes.
+func (x *txn) splitRangeDeletes(key string) {
+	var kept, split []keyRange
+	for _, r := range x.dels {
+		if r.has(key) {
+			split = append(split, r)
 		} else {
-			kept = append(kept, p)
+			kept = append(kept, r)
 		}
 	}
-	x.prefixes = kept
-	for _, p := range split {
+	x.dels = kept
+	for _, r := range split {
 		// The keys listed are compared in the commit (listRange records the range), so a key
 		// added meanwhile makes the commit a conflict, not a key left behind.
-		x.listRange(p, clientv3.GetPrefixRangeEnd(p), true, func(k string, _ []byte) error {
+		err := x.listRange(r.start, r.end, true, func(k string, _ []byte) error {
 			x.del(k)
 			return nil
 		})
+		if err != nil && x.err == nil {
+			x.err = err
+		}
 	}
 }
 
@@ -184,7 +196,7 @@ func (x *txn) splitPrefixDeletes(key string) {
 func (x *txn) listRange(start, end string, keysOnly bool, fn func(key string, value []byte) error) error {
 	found := map[string][]byte{}
 	rev, err := x.s.scan(start, end, x.rev, keysOnly, func(kv *mvccpb.KeyValue) error {
-		if k := string(kv.Key); !x.underDeletedPrefix(k) {
+		if k := string(kv.Key); !x.deleted(k) {
 			found[k] = kv.Value
 		}
 		return nil
@@ -194,10 +206,10 @@ func (x *txn) listRange(start, end string, keysOnly bool, fn func(key string, va
 	}
 	x.rev = rev
 	if x.writable {
-		if x.ranges == nil {
-			x.ranges = map[string]string{}
+		if x.listed == nil {
+			x.listed = map[string]string{}
 		}
-		x.ranges[start] = end
+		x.listed[start] = end
 	}
 	for k, w := range x.writes {
 		if k < start || k >= end {
@@ -220,7 +232,10 @@ func (x *txn) listRange(start, end string, keysOnly bool, fn func(key string, va
 // commit writes the buffered writes in one Txn: If(fence, reads unchanged) Then(writes)
 // Else(get the fence key), whose Else tells a lost fence from a changed read.
 func (x *txn) commit() error {
-	if len(x.writes) == 0 && len(x.prefixes) == 0 {
+	if x.err != nil {
+		return x.err
+	}
+	if len(x.writes) == 0 && len(x.dels) == 0 {
 		return nil
 	}
 	f := x.s.fence.Load()
@@ -235,7 +250,7 @@ func (x *txn) commit() error {
 		c := cmps[i].GetCompare()
 		size += len(c.Key) + len(c.RangeEnd) + opOverhead
 	}
-	ops := make([]clientv3.Op, 0, len(x.writes)+len(x.prefixes))
+	ops := make([]clientv3.Op, 0, len(x.writes)+len(x.dels))
 	for _, k := range sortedKeys(x.writes) {
 		if w := x.writes[k]; w != nil {
 			ops = append(ops, clientv3.OpPut(k, string(*w)))
@@ -245,9 +260,9 @@ func (x *txn) commit() error {
 			size += len(k) + opOverhead
 		}
 	}
-	for _, p := range x.prefixes {
-		ops = append(ops, clientv3.OpDelete(p, clientv3.WithPrefix()))
-		size += 2*len(p) + opOverhead
+	for _, r := range x.dels {
+		ops = append(ops, clientv3.OpDelete(r.start, clientv3.WithRange(r.end)))
+		size += len(r.start) + len(r.end) + opOverhead
 	}
 	if len(ops) > s.opts.MaxTxnOps {
 		return fmt.Errorf("%w: %d writes, and etcd takes at most %d operations per transaction (--max-txn-ops); nothing was written",
@@ -281,14 +296,16 @@ func (x *txn) commit() error {
 		if len(kvs) > 0 {
 			now = fmt.Sprintf("was created again at revision %d", kvs[0].CreateRevision)
 		}
-		err := fmt.Errorf("%w: the election key %q of revision %d %s; nothing was written", store.ErrFenced, f.key, f.rev, now)
-		if s.opts.OnFenced != nil {
-			s.opts.OnFenced(err)
-		}
-		return err
+		return &lostFence{fmt.Errorf("%w: the election key %q of revision %d %s; nothing was written", store.ErrFenced, f.key, f.rev, now)}
 	}
 	return fmt.Errorf("%w (between its read at revision %d and its commit)", ErrConflict, x.rev)
 }
+
+// lostFence is a commit's failed fence compare, for which update calls Options.OnFenced.
+type lostFence struct{ err error }
+
+func (e *lostFence) Error() string { return e.err.Error() }
+func (e *lostFence) Unwrap() error { return e.err }
 
 // readCompares are the compares that what was read is unchanged: a key's mod revision, a
 // listed range's newest mod revision. Beyond max, they fold into one range compare per record
@@ -298,12 +315,12 @@ func (x *txn) readCompares(max int) []clientv3.Cmp {
 		return nil
 	}
 	var cmps []clientv3.Cmp
-	if len(x.reads)+len(x.ranges) <= max {
+	if len(x.reads)+len(x.listed) <= max {
 		for _, k := range sortedKeys(x.reads) {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", x.reads[k]))
 		}
-		for _, start := range sortedKeys(x.ranges) {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(start), "<", x.rev+1).WithRange(x.ranges[start]))
+		for _, start := range sortedKeys(x.listed) {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(start), "<", x.rev+1).WithRange(x.listed[start]))
 		}
 		return cmps
 	}
@@ -311,7 +328,7 @@ func (x *txn) readCompares(max int) []clientv3.Cmp {
 	for k := range x.reads {
 		areas[x.s.area(k)] = true
 	}
-	for k := range x.ranges {
+	for k := range x.listed {
 		areas[x.s.area(k)] = true
 	}
 	for _, a := range sortedKeys(areas) {
@@ -347,7 +364,7 @@ func sizeString(n int) string {
 // sequence PREFIX seq/b.
 type bucketTx struct{ x *txn }
 
-var _ store.PrefixDeleter = bucketTx{}
+var _ store.RangeDeleter = bucketTx{}
 
 func (t bucketTx) key(bucket, key string) (string, error) {
 	if err := store.CheckBucket(bucket); err != nil {
@@ -392,15 +409,19 @@ func (t bucketTx) Delete(bucket, key string) error {
 	return nil
 }
 
-func (t bucketTx) DeletePrefix(bucket, prefix string) error {
-	k, err := t.key(bucket, prefix)
+func (t bucketTx) DeleteRange(bucket, from, to string) error {
+	start, err := t.key(bucket, from)
 	if err != nil {
 		return err
 	}
 	if !t.x.writable {
-		return &store.Error{Op: fmt.Sprintf("delete %q/%q*", bucket, prefix), Err: errReadOnly}
+		return &store.Error{Op: fmt.Sprintf("delete %q/[%q, %q)", bucket, from, to), Err: errReadOnly}
 	}
-	t.x.deletePrefix(k)
+	end := t.x.s.bucketPrefix(bucket) + to
+	if to == "" {
+		end = clientv3.GetPrefixRangeEnd(t.x.s.bucketPrefix(bucket))
+	}
+	t.x.deleteRange(start, end)
 	return nil
 }
 
