@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -624,4 +625,43 @@ func TestHALocksLinearizable(t *testing.T) {
 	}
 	lc := &lockCluster{t: t}
 	checkLockHistory(t, c, lc.beater, "kill -9 of the leader", failover, "kill -9 of the new leader", failover)
+}
+
+// The web view works on a follower: it reads through the router, so a follower, which holds
+// no state of its own, shows the groups and topics the leader has.
+func TestHAWebViewOnFollower(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and two replicas")
+	}
+	hc := newHACluster(t, 2)
+	hc.setup()
+	leader := hc.waitLeader(-1, time.Second)
+	follower := 1 - leader
+	if r := hc.role(follower); r.Role != "follower" {
+		t.Fatalf("replica %d: %+v, want a follower", follower, r)
+	}
+	get := func(path string) string {
+		resp, err := http.Get(hc.nodes[follower].url() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s on the follower: %s: %s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	groups := get("/ui/groups")
+	for _, g := range []string{"g", "qg"} {
+		if !strings.Contains(groups, `href="/ui/groups/`+g+`"`) {
+			t.Errorf("the follower's groups page does not list group %s:\n%s", g, groups)
+		}
+	}
+	if topics := get("/ui/topics"); !strings.Contains(topics, "broker-a") {
+		t.Errorf("the follower's topics page does not show topic T's broker-a:\n%s", topics)
+	}
 }
