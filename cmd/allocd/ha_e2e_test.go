@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -663,5 +664,45 @@ func TestHAWebViewOnFollower(t *testing.T) {
 	}
 	if topics := get("/ui/topics"); !strings.Contains(topics, "broker-a") {
 		t.Errorf("the follower's topics page does not show topic T's broker-a:\n%s", topics)
+	}
+}
+
+// A pending auto-scaling step survives a failover: the read raise is done and the write raise
+// waits (expandWriteDelay) when the leader is killed; the new leader loads the pending step and
+// raises write, so no topic is left with fewer writable than readable queues for good.
+func TestHAResumesAutoscaling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs etcd and three replicas")
+	}
+	hc := newHACluster(t, 3)
+	leader := hc.waitLeader(-1, time.Second)
+	d := hc.nodes[(leader+1)%3].daemon() // a follower: members and checks go through it
+	var url atomic.Pointer[string]
+	url.Store(&d.url)
+	d.must(http.StatusCreated, "PUT", "/v1/topics/T", `{"brokers":[{"name":"broker-a","readQueues":1,"writeQueues":1}],
+		"autoscale":{"enabled":true,"min":1,"max":64,"expandWriteDelay":"8s","maxConfirmWait":"30s"}}`, nil)
+	d.must(http.StatusCreated, "PUT", "/v1/groups/g", `{"strategy":"averagely"}`, nil)
+	for _, cid := range []string{"c1", "c2", "c3"} {
+		startMember(t, &url, "g", cid)
+	}
+	// Every member has confirmed the layout of 3 (so the generation that gave out the three
+	// queues is stored), and the write raise waits out expandWriteDelay.
+	v, _ := d.await("read rises and every member confirms it", 10*time.Second, func(v scaledView) bool {
+		p := v.Autoscaling.Pending
+		return counts(3, 1)(v) && p != nil && p.Phase == "raise-write" && len(p.Unconfirmed) == 0
+	})
+	hc.signal(leader, syscall.SIGKILL)
+	hc.waitLeader(leader, 15*time.Second)
+	// The new leader has the step still pending (read 3, write 1) and then completes it.
+	eventually(t, 15*time.Second, "the new leader serves the topic", func() bool {
+		code, _ := d.raw("GET", "/v1/topics/T", "")
+		return code == http.StatusOK
+	})
+	if v = d.view(); !counts(3, 1)(v) || v.Autoscaling.Pending == nil || v.Autoscaling.Pending.Phase != "raise-write" {
+		t.Fatalf("after the failover: %+v %+v; want the write raise still pending", v.Brokers, v.Autoscaling.Pending)
+	}
+	d.await("write follows on the new leader", time.Minute, counts(3, 3))
+	if v := d.view(); v.Autoscaling.Pending != nil || v.Autoscaling.Target != 3 {
+		t.Fatalf("after the expansion: %+v", v.Autoscaling)
 	}
 }
