@@ -226,6 +226,7 @@ func (s *Server) drainParked(d time.Duration) {
 	}
 }
 
+// encodeJSON is v as the API answers it: JSON without HTML escaping, newline-terminated.
 func encodeJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -59,3 +59,7 @@ func PrefixEnd(prefix string) string {
 	}
 	return ""
 }
+
+// EncodeGenerations checks the names of gens and encodes their records, as every store
+// writes them (packed: packed.go).
+func EncodeGenerations(gens []Generation) ([][]byte, error) { return encodeGenerations(gens) }

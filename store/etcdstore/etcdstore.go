@@ -278,19 +278,9 @@ func (s *Store) PutGenerations(gens ...store.Generation) error {
 }
 
 func (s *Store) PutGenerationsTx(gens []store.Generation, fn func(store.Tx) error) error {
-	vals := make([][]byte, len(gens))
-	for i, g := range gens {
-		if err := store.CheckName("group", g.Group); err != nil {
-			return &store.Error{Op: "put generations", Err: err}
-		}
-		if err := store.CheckName("topic", g.Topic); err != nil {
-			return &store.Error{Op: "put generations", Err: err}
-		}
-		b, err := json.Marshal(g)
-		if err != nil {
-			return &store.Error{Op: fmt.Sprintf("put generation %q/%q", g.Group, g.Topic), Err: err}
-		}
-		vals[i] = b
+	vals, err := store.EncodeGenerations(gens)
+	if err != nil {
+		return err
 	}
 	return s.update(fmt.Sprintf("put %d generations", len(gens)), func(x *txn) error {
 		for i, g := range gens {
