@@ -343,9 +343,13 @@ func TestHAKillLeader(t *testing.T) {
 	// The killed replica comes back as a follower.
 	restarted := time.Now()
 	hc.start(old)
-	eventually(t, time.Minute, "the restarted replica follows", func() bool {
-		r := hc.role(old)
-		return r.Role == "follower" && r.Leader == hc.nodes[leader].url()
+	var last readyz
+	eventually(t, time.Minute, "the restarted replica follows (see the last /readyz below)", func() bool {
+		last = hc.role(old)
+		if time.Since(restarted) > 50*time.Second {
+			t.Logf("the restarted replica's /readyz: %+v, the leader %s", last, hc.nodes[leader].url())
+		}
+		return last.Role == "follower" && last.Leader == hc.nodes[leader].url()
 	})
 	t.Logf("the killed replica, restarted, follows after %v", time.Since(restarted))
 
