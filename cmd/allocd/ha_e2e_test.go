@@ -276,9 +276,14 @@ func TestHAKillLeader(t *testing.T) {
 			resp, err := (&http.Client{Timeout: time.Second}).Post(n.url()+"/v1/groups/probe/heartbeat", "application/json", strings.NewReader(string(hb)))
 			if err == nil {
 				resp.Body.Close()
-				// 404: the group does not exist, but a leader answered it.
-				if resp.StatusCode == http.StatusNotFound && resp.Header.Get("X-Allocd-Leader") != "" {
-					leader = i
+				// 404: the group does not exist, but a leader answered it, directly or through
+				// a follower's proxy: the header names the replica that computed the answer.
+				if resp.StatusCode == http.StatusNotFound {
+					for j, m := range hc.nodes {
+						if j != old && resp.Header.Get("X-Allocd-Leader") == m.url() {
+							leader = j
+						}
+					}
 				}
 			}
 		}
@@ -378,6 +383,32 @@ func TestHAKillLeader(t *testing.T) {
 	}
 	if v := metric(leader, "allocd_generation{group=\"g\",topic=\"T\"}"); v == "" {
 		t.Error("the leader's /metrics lacks the coordinator's series")
+	}
+
+	// Each leader kept the plugin versions it serves in etcd (its plugins were loaded before it
+	// won), so the kept versions are the new leader's; a follower's keep, refused by the fence,
+	// is not reported as an error.
+	var list struct{ Plugins []pluginState }
+	hc.nodes[leader].daemon().must(http.StatusOK, "GET", "/v1/plugins", "", &list)
+	kv, err := hc.etcd.Client(t).Get(ctx, hc.prefix+"plugins/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := map[string]string{}
+	for _, e := range kv.Kvs {
+		var v struct{ Hash string }
+		json.Unmarshal(e.Value, &v)
+		kept[strings.TrimPrefix(string(e.Key), hc.prefix+"plugins/")] = v.Hash
+	}
+	for _, p := range list.Plugins {
+		if kept[p.Name] != p.ActiveHash {
+			t.Errorf("plugin %s: etcd keeps version %q, the leader serves %q", p.Name, kept[p.Name], p.ActiveHash)
+		}
+	}
+	for i, n := range hc.nodes {
+		if log := n.daemon().stderr.String(); strings.Contains(log, "could not keep") {
+			t.Errorf("replica %d reported a version it could not keep: %s", i, log)
+		}
 	}
 }
 
@@ -608,7 +639,10 @@ func TestHALocksLinearizable(t *testing.T) {
 		t.Skip("runs etcd and three replicas for ~20 s")
 	}
 	hc := newHACluster(t, 3)
-	c := hc.client()
+	// The client fails over, sending a call again after an answer lost with its leader: the
+	// recorder sees those attempts (attemptTransport) and records their possible effect.
+	c := client.New(hc.urls(), client.WithTimeout(2*time.Second),
+		client.WithHTTPClient(&http.Client{Transport: attemptTransport{http.DefaultTransport.(*http.Transport).Clone()}}))
 	ctx := context.Background()
 	if _, err := c.PutTopic(ctx, "T", []client.Broker{{Name: "broker-a", ReadQueues: 4, WriteQueues: 4}}); err != nil {
 		t.Fatal(err)

@@ -351,6 +351,14 @@ func TestLockModel(t *testing.T) {
 			op(2, 3, lkIn{op: opUnlock, cid: "c1"}, lkOut{ok: true}),
 			grant(4, 5, "c2", 5),
 		}, false},
+		{"a renewal with no grant before it", []porcupine.Operation{
+			op(0, 3, lkIn{op: opLock, cid: "c1"}, lkOut{granted: true, renewed: true, token: 3, expires: 2 + lease}),
+		}, false},
+		{"a client's retry renews what its lost first attempt granted", []porcupine.Operation{
+			op(0, math.MaxInt64, lkIn{op: opLock, cid: "c1"}, lkOut{unknown: true}), // recorded by retried
+			op(0, 3, lkIn{op: opLock, cid: "c1"}, lkOut{granted: true, renewed: true, token: 3, expires: 2 + lease}),
+			op(4, 5, lkIn{op: opLock, cid: "c2"}, lkOut{holder: "c1"}),
+		}, true},
 		{"a lost grant revealed by a renewal", []porcupine.Operation{
 			op(0, math.MaxInt64, lkIn{op: opLock, cid: "c1"}, lkOut{unknown: true}),
 			op(2, 3, lkIn{op: opLock, cid: "c1"}, lkOut{granted: true, renewed: true, token: 3, expires: 2 + lease}),
@@ -424,6 +432,49 @@ func classifyLockErr(err error) lockOutcome {
 		return noEffect
 	}
 	return unknownEffect
+}
+
+// attemptLog records whether one call through the client had an attempt that may have taken
+// effect before the answer the call returned: a client of several replicas sends the request
+// again after a lost answer or a 503 (a leader killed, or its term ended, after it acted), so
+// the answer it returns may come after an effect of its own first attempt.
+type attemptLog struct{ uncertain atomic.Bool }
+
+type attemptKey struct{}
+
+// trackAttempts gives the call made with the returned context an attemptLog, which an
+// attemptTransport fills.
+func trackAttempts(ctx context.Context) (context.Context, *attemptLog) {
+	l := &attemptLog{}
+	return context.WithValue(ctx, attemptKey{}, l), l
+}
+
+// attemptTransport marks a call's attemptLog when one of its attempts fails after it may have
+// reached a daemon (any failure but a refused connection, or a 5xx answer).
+type attemptTransport struct{ rt http.RoundTripper }
+
+func (t attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	if l, _ := r.Context().Value(attemptKey{}).(*attemptLog); l != nil {
+		if err != nil && !errors.Is(err, syscall.ECONNREFUSED) || err == nil && resp.StatusCode >= 500 {
+			l.uncertain.Store(true)
+		}
+	}
+	return resp, err
+}
+
+// retried records, for a call whose answer (or definite refusal) came after an attempt that
+// may have taken effect, that attempt as an operation of unknown outcome on each of ins.
+func (r *lockRecorder) retried(l *attemptLog, outcome lockOutcome, cid string, call, ret int64, ins ...lkIn) {
+	if outcome == unknownEffect || !l.uncertain.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.counts["answered after a retry"]++
+	r.mu.Unlock()
+	for _, in := range ins {
+		r.add(cid, in, lkOut{unknown: true, ret: ret}, call)
+	}
 }
 
 func (r *lockRecorder) add(cid string, in lkIn, out lkOut, call int64) {
@@ -503,11 +554,20 @@ func (r *lockRecorder) queueWorker(ctx context.Context, c *client.Client, cid st
 				qs = append(qs, q)
 			}
 		}
+		cctx, attempts := trackAttempts(ctx)
+		lockIns := func(op lkOp, lease int64) []lkIn {
+			var ins []lkIn
+			for _, q := range qs {
+				ins = append(ins, lkIn{key: queueKey(q), op: op, cid: cid, lease: lease})
+			}
+			return ins
+		}
 		call := wallNow()
 		switch p := rng.IntN(100); {
 		case p < 45:
-			locked, refused, err := c.LockQueues(ctx, "qg", cid, qs, testLease)
+			locked, refused, err := c.LockQueues(cctx, "qg", cid, qs, testLease)
 			ret := wallNow()
+			r.retried(attempts, classifyLockErr(err), cid, call, ret, lockIns(opLock, int64(testLease))...)
 			switch classifyLockErr(err) {
 			case unknownEffect:
 				for _, q := range qs {
@@ -524,8 +584,9 @@ func (r *lockRecorder) queueWorker(ctx context.Context, c *client.Client, cid st
 				}
 			}
 		case p < 65:
-			unlocked, err := c.UnlockQueues(ctx, "qg", cid, qs)
+			unlocked, err := c.UnlockQueues(cctx, "qg", cid, qs)
 			ret := wallNow()
+			r.retried(attempts, classifyLockErr(err), cid, call, ret, lockIns(opUnlock, 0)...)
 			switch classifyLockErr(err) {
 			case unknownEffect:
 				for _, q := range qs {
@@ -558,11 +619,13 @@ func (r *lockRecorder) groupWorker(ctx context.Context, c *client.Client, cid st
 		time.Sleep(time.Duration(5+rng.IntN(25)) * time.Millisecond)
 		g := testMessageGroups[rng.IntN(len(testMessageGroups))]
 		key := "mg T/" + g
+		cctx, attempts := trackAttempts(ctx)
 		call := wallNow()
 		switch p := rng.IntN(100); {
 		case p < 45:
-			l, err := c.LockMessageGroup(ctx, "mg", cid, "T", g, testLease)
+			l, err := c.LockMessageGroup(cctx, "mg", cid, "T", g, testLease)
 			ret := wallNow()
+			r.retried(attempts, classifyLockErr(err), cid, call, ret, lkIn{key: key, op: opLock, cid: cid, lease: int64(testLease)})
 			switch classifyLockErr(err) {
 			case unknownEffect:
 				r.add(cid, lkIn{key: key, op: opLock, cid: cid, lease: int64(testLease)}, lkOut{unknown: true, ret: ret}, call)
@@ -583,9 +646,10 @@ func (r *lockRecorder) groupWorker(ctx context.Context, c *client.Client, cid st
 			if rng.IntN(2) == 0 {
 				outcome = client.Retry
 			}
-			err := c.ReleaseMessageGroup(ctx, "mg", cid, "T", g, token, outcome)
+			err := c.ReleaseMessageGroup(cctx, "mg", cid, "T", g, token, outcome)
 			ret := wallNow()
 			in := lkIn{key: key, op: opRelease, cid: cid, token: token}
+			r.retried(attempts, classifyLockErr(err), cid, call, ret, in)
 			switch {
 			case err == nil:
 				r.add(cid, in, lkOut{ok: true, ret: ret}, call)

@@ -192,7 +192,7 @@ func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, er
 		cli.Close()
 		return nil, fmt.Errorf("--etcd %s: opening the store under %s: %w", f.etcd.endpoints, f.etcd.prefix, err)
 	}
-	h.store, h.keeper = st, keeper
+	h.store, h.keeper = st, leaderKeeper{keeper, log}
 	log.Info().Strs("etcd", f.etcd.urls()).Str("prefix", f.etcd.prefix).Msg("store opened on etcd")
 	return h, nil
 }
@@ -200,6 +200,42 @@ func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, er
 func (h *haOpen) Close() error {
 	err := h.store.Close()
 	return errors.Join(err, h.cli.Close())
+}
+
+// leaderKeeper keeps plugin versions in etcd on the leader only: a follower's Keep is refused by
+// the fence, which is expected, so it is not reported as an error. A replica keeps the versions
+// it serves when it wins a term (keepServing), so the versions kept are the leader's, the ones
+// that compute every assignment.
+type leaderKeeper struct {
+	registry.Keeper
+	log zerolog.Logger
+}
+
+func (k leaderKeeper) Keep(name, hash string, module []byte) error {
+	err := k.Keeper.Keep(name, hash, module)
+	if errors.Is(err, store.ErrFenced) {
+		k.log.Debug().Str("plugin", name).Str("hash", hash).Msg("plugin version not kept: this replica does not lead; it keeps it when it does")
+		return nil
+	}
+	return err
+}
+
+// keepServing keeps in etcd the version of each plugin this replica serves from its folder, at
+// the start of a term (the fence set), so that what the leader computes with is what every
+// replica can serve after a restart.
+func keepServing(reg *registry.Registry, keeper registry.Keeper, log zerolog.Logger) {
+	for _, p := range reg.Status() {
+		if p.ActiveHash == "" || p.Builtin {
+			continue
+		}
+		data, hash, err := reg.Module(p.Name)
+		if err == nil {
+			err = keeper.Keep(p.Name, hash, data)
+		}
+		if err != nil {
+			log.Warn().Err(err).Str("plugin", p.Name).Msg("could not keep the version in force in etcd")
+		}
+	}
 }
 
 // haServe is what serveHA shares with runServe.
@@ -341,6 +377,7 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 			c.PluginChanged(p.Name, p.ActiveHash)
 		}
 	}
+	keepServing(s.reg, s.ha.keeper, log)
 	if err := s.cfg.apply(c); err != nil {
 		// The same file at every replica: a bad one is reported, not a reason to give up the term.
 		log.Error().Err(err).Str("config", f.configFile).Msg("applying --config")
