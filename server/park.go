@@ -41,8 +41,20 @@ type parkedPoll struct {
 type parking struct {
 	mu      sync.Mutex
 	waiters map[string]*groupWaiter
-	// busy counts parked polls and answers being written, for Drain.
+	// busy counts parked polls and answers being written, for Drain; idle is signalled
+	// (capacity 1) each time it falls to zero.
 	busy atomic.Int64
+	idle chan struct{}
+}
+
+// done ends one parked poll's answer.
+func (pk *parking) done() {
+	if pk.busy.Add(-1) == 0 {
+		select {
+		case pk.idle <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // groupWaiter answers one group's parked polls; its goroutine ends when it has none.
@@ -181,7 +193,7 @@ type answerOf struct {
 // answerParked writes a parked poll's answer and closes its connection.
 func (s *Server) answerParked(x answerOf) {
 	p := x.p
-	defer s.parked.busy.Add(-1)
+	defer s.parked.done()
 	defer s.waiting.Add(-1)
 	defer p.conn.Close()
 	status, body := http.StatusOK, []byte(nil)
@@ -216,13 +228,15 @@ const assignmentRoute = "GET /v1/groups/{group}/assignment"
 
 // drainParked waits, at most d, until every parked poll has been answered.
 func (s *Server) drainParked(d time.Duration) {
-	deadline := time.Now().Add(d)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	for s.parked.busy.Load() > 0 {
-		if time.Now().After(deadline) {
+		select {
+		case <-s.parked.idle:
+		case <-timer.C:
 			s.log.Warn().Int64("polls", s.parked.busy.Load()).Msg("shutting down with long-polls not answered in time")
 			return
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -95,6 +95,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts: opts, c: opts.Coordinator, log: opts.Logger, drain: make(chan struct{}),
+		parked: parking{idle: make(chan struct{}, 1)},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocd_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
