@@ -149,6 +149,9 @@ type group struct {
 	topics   map[string]*topicState
 	// changed is closed and replaced whenever one of the group's generations changes.
 	changed chan struct{}
+	// firstBeat is when this coordinator answered the group's first heartbeat (zero until
+	// then): members' absence is judged only from when some member could reach it.
+	firstBeat time.Time
 }
 
 type fence struct {

@@ -76,7 +76,6 @@ const lockTickEvery = time.Second
 
 type lockState struct {
 	table    *lock.Table // guarded by c.mu
-	loadedAt time.Time
 	owners   map[prefKey]*queueOwners // guarded by c.mu
 	prefs    map[prefKey]*prefs       // guarded by c.mu
 	wake     chan struct{}
@@ -114,7 +113,7 @@ type prefs struct {
 // initLocks creates the lock table and restores its snapshot. Called by New.
 func (c *Coordinator) initLocks() error {
 	ls := &lockState{
-		loadedAt: c.clock.Now(), owners: map[prefKey]*queueOwners{}, prefs: map[prefKey]*prefs{},
+		owners: map[prefKey]*queueOwners{}, prefs: map[prefKey]*prefs{},
 		wake: make(chan struct{}, 1),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocd_lock_calls_total", Help: "Lock API calls by operation and result (granted, refused, released, valid, stale, error).",
@@ -593,18 +592,26 @@ func (c *Coordinator) pokeLocks() {
 }
 
 // TickLocks ends leases that ran out, releases the leases of holders that are not members (a
-// member that did not come back within a session timeout of a restart, or a deleted group),
-// makes the result durable, and computes the message-group preferences asked for. RunLocks calls
-// it every second; tests call it after moving a fake clock.
+// member that did not come back after a restart, or a deleted group), makes the result durable,
+// and computes the message-group preferences asked for. RunLocks calls it every second; tests
+// call it after moving a fake clock.
+//
+// A lease restored at a restart or a failover whose holder has not come back is released only
+// once the holder has stayed away for a session timeout counted from the group's first heartbeat
+// to this coordinator, not from its start: until some member of the group has reached it, the
+// holder's silence may be the daemon's own absence (a failover under load can outlast the restart
+// grace before any heartbeat gets through). A group none of whose members comes back keeps its
+// restored leases until they run out.
 func (c *Coordinator) TickLocks(ctx context.Context) error {
 	c.mu.Lock()
 	now := c.clock.Now()
 	expired := c.locks.table.Tick(now)
-	if !now.Before(c.locks.loadedAt.Add(c.opts.SessionTimeout)) {
-		for _, l := range c.locks.table.Leases(now, "") {
-			if g := c.groups[l.Group]; g == nil || g.members[l.Holder] == nil {
-				c.locksMemberGone(l.Group, l.Holder, now)
-			}
+	for _, l := range c.locks.table.Leases(now, "") {
+		g := c.groups[l.Group]
+		gone := g == nil ||
+			g.members[l.Holder] == nil && !g.firstBeat.IsZero() && !now.Before(g.firstBeat.Add(c.opts.SessionTimeout))
+		if gone {
+			c.locksMemberGone(l.Group, l.Holder, now)
 		}
 	}
 	v := c.locks.table.Version()

@@ -206,6 +206,51 @@ func TestLocksSurviveARestart(t *testing.T) {
 	}
 }
 
+// A failover or restart under load can keep every member from reaching the new coordinator for
+// longer than a session timeout: the leases it restored are honoured until some member of the
+// group has reached it and the holder has stayed away a session timeout after that.
+func TestRestoredLeasesWaitForTheGroupToComeBack(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 2)
+	e.orderly("g", "averagely", coordinator.QueueDelivery, nil)
+	e.hb("g", "c1", "T")
+	e.hb("g", "c2", "T")
+	e.advance(time.Second)
+	l2, _ := e.lockQueues("c2", 1)
+	if len(l2) != 1 {
+		t.Fatalf("c2's lock before the restart: %v", l2)
+	}
+	e.restart()
+	tick := func() {
+		e.advance(time.Second)
+		if err := e.c.TickLocks(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two session timeouts pass with no heartbeat at all: nobody could reach the daemon.
+	for range 2 * int(session/time.Second) {
+		tick()
+	}
+	if !e.valid(lock.QueueLock(q(1)), l2[0].Token) {
+		t.Fatal("a restored lease was released before any member of its group came back")
+	}
+	// c1 comes back; c2 does not: a session timeout later its lease is released.
+	for range int(session/time.Second) - 1 {
+		e.hb("g", "c1", "T")
+		tick()
+		if !e.valid(lock.QueueLock(q(1)), l2[0].Token) {
+			t.Fatal("c2's lease was released less than a session timeout after c1 came back")
+		}
+	}
+	e.hb("g", "c1", "T")
+	tick()
+	e.hb("g", "c1", "T")
+	tick()
+	if e.valid(lock.QueueLock(q(1)), l2[0].Token) {
+		t.Fatal("the lease of a member that did not come back while others did still checks")
+	}
+}
+
 func TestMessageGroupPreference(t *testing.T) {
 	e := newEnv(t)
 	e.topic("T", 4)

@@ -55,6 +55,9 @@ func (c *Coordinator) Heartbeat(groupName string, hb Heartbeat) (Assignment, err
 		return Assignment{}, notFound("group %q not found (declare it with PUT /v1/groups/%s)", groupName, groupName)
 	}
 	now := c.clock.Now()
+	if g.firstBeat.IsZero() {
+		g.firstBeat = now
+	}
 	if f, ok := g.fenced[hb.CID]; ok {
 		if now.Sub(f.at) < c.opts.SessionTimeout && f.reason != "" {
 			return Assignment{}, conflict("client id %q was removed from group %q: %s; it may join again after %s", hb.CID, groupName, f.reason, f.at.Add(c.opts.SessionTimeout).UTC().Format(time.RFC3339))
