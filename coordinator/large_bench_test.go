@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -168,7 +169,8 @@ func encodedSize(v any) int {
 // Metrics: cpu-ms/rebalance is the process's CPU time for the rebalance Tick alone (plugin call,
 // diff, handoff bookkeeping, persistence); answers-cpu-ms the 10,000 long-poll answers;
 // handoff-cpu-ms the confirming heartbeats and the handoff generation's Tick; record-bytes the
-// stored generation record; answer-bytes one 10-queue member's heartbeat answer.
+// stored generation record; answer-bytes one 10-queue member's heartbeat answer. A CPU profile
+// labels the two Ticks phase=rebalance and phase=handoff (pprof -tagfocus).
 func BenchmarkLargeGroup(b *testing.B) {
 	const members, brokers, perBroker = 10_000, 100, 1_000
 	for _, strategy := range []string{"averagely", "hash", "sticky"} {
@@ -196,7 +198,7 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 		lg.clock.Advance(time.Second)
 
 		t0 := processCPU()
-		lg.c.Tick(ctx)
+		pprof.Do(ctx, pprof.Labels("phase", "rebalance"), func(ctx context.Context) { lg.c.Tick(ctx) })
 		t1 := processCPU()
 		tickCPU += t1 - t0
 		gen := lg.generation(b)
@@ -225,7 +227,7 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 			lg.heartbeat(b, joiner, gen)
 		}
 		lg.clock.Advance(10 * time.Millisecond)
-		lg.c.Tick(ctx)
+		pprof.Do(ctx, pprof.Labels("phase", "handoff"), func(ctx context.Context) { lg.c.Tick(ctx) })
 		handoffCPU += processCPU() - t0
 	}
 	b.StopTimer()
