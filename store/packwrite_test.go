@@ -14,7 +14,9 @@ import (
 // decoded and encoded again by encoding/json, it comes back byte for byte, escapes included.
 func TestPackedRecordIsJSON(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
-	q := func(broker string, id int32) abi.Queue { return abi.Queue{Topic: "T<&>", BrokerName: broker, QueueID: id} }
+	q := func(broker string, id int32) abi.Queue {
+		return abi.Queue{Topic: "T<&>", BrokerName: broker, QueueID: id}
+	}
 	gens := []Generation{
 		{Group: "g", Topic: "T", Target: map[string][]abi.Queue{"a": {q("b", 1)}}},
 		{Group: "g\"q", Topic: "T<&>", Number: 9, Inputs: "in\u2028", Plugin: "p", PluginVersion: "v\\", At: at,
