@@ -211,34 +211,30 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 }
 
 // moves lists the queues whose owner differs between two generations, by client id, in queue
-// order ("" is nobody).
+// order ("" is nobody). The owners are compared slot by slot over one queue table of both
+// generations, which lists the queues in order: no map keyed by queue, no sort.
 func moves(old, gen *store.Generation) []model.Move {
-	owner := func(g *store.Generation) map[abi.Queue]string {
-		out := map[abi.Queue]string{}
-		if g != nil {
-			for key, qs := range g.Assignment {
-				for _, q := range qs {
-					out[q] = cidOf(g, key)
-				}
+	var oldA map[string][]abi.Queue
+	if old != nil {
+		oldA = old.Assignment
+	}
+	t := store.NewQueueTable(oldA, gen.Assignment)
+	before, after := make([]string, t.Len()), make([]string, t.Len())
+	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) {
+		for key, qs := range a {
+			cid := cidOf(g, key)
+			for _, q := range qs {
+				owners[t.Index(q)] = cid
 			}
 		}
-		return out
 	}
-	before, after := owner(old), owner(gen)
-	var out []model.Move
-	for q, to := range after {
-		if from := before[q]; from != to {
-			out = append(out, model.Move{Queue: q, From: from, To: to})
+	fill(before, old, oldA)
+	fill(after, gen, gen.Assignment)
+	out := []model.Move{}
+	for i := range before {
+		if before[i] != after[i] {
+			out = append(out, model.Move{Queue: t.Queue(i), From: before[i], To: after[i]})
 		}
-	}
-	for q, from := range before {
-		if _, ok := after[q]; !ok {
-			out = append(out, model.Move{Queue: q, From: from})
-		}
-	}
-	slices.SortFunc(out, func(a, b model.Move) int { return abi.CompareQueues(a.Queue, b.Queue) })
-	if out == nil {
-		out = []model.Move{}
 	}
 	return out
 }

@@ -180,15 +180,18 @@ func prevOwners(gen *store.Generation, queues []abi.Queue) []string {
 	if gen == nil {
 		return nil
 	}
-	owner := make(map[abi.Queue]string)
+	t := store.QueueTableOf(queues)
+	owner := make([]string, t.Len())
 	for key, qs := range target(gen) {
 		for _, q := range qs {
-			owner[q] = key
+			if i := t.Index(q); i >= 0 {
+				owner[i] = key
+			}
 		}
 	}
 	out := make([]string, len(queues))
 	for i, q := range queues {
-		out[i] = owner[q]
+		out[i] = owner[t.Index(q)]
 	}
 	return out
 }
