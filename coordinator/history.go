@@ -6,7 +6,6 @@ package coordinator
 // age (Options.HistoryLimit, Options.HistoryMaxAge), trimmed as each entry is written.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -302,7 +301,7 @@ func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Ge
 func (c *Coordinator) writeHistory(tx store.Tx, entries []model.HistoryEntry, now time.Time) error {
 	r := store.Retention{Count: c.opts.HistoryLimit, MaxAge: c.opts.HistoryMaxAge}
 	for _, e := range entries {
-		b, err := json.Marshal(e)
+		b, err := store.MarshalHistoryEntry(e)
 		if err != nil {
 			return err
 		}
@@ -377,7 +376,7 @@ func (c *Coordinator) History(group, topic string, limit int, before int64) (His
 	}
 	for i := len(raw) - 1; i >= 0; i-- {
 		var e HistoryEntry
-		if err := json.Unmarshal(raw[i], &e); err != nil {
+		if err := store.UnmarshalHistoryEntry(raw[i], &e); err != nil {
 			return History{}, storage(err, "history of %q/%q holds a damaged entry", group, topic)
 		}
 		h.Entries = append(h.Entries, e)
@@ -406,7 +405,7 @@ func (c *Coordinator) Explain(group, topic, brokerName string, queueID int32) (E
 	err := c.store.View(func(tx store.Tx) error {
 		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
 			var e HistoryEntry
-			if err := json.Unmarshal(value, &e); err != nil {
+			if err := store.UnmarshalHistoryEntry(value, &e); err != nil {
 				decodeErr = fmt.Errorf("entry %q: %w", key, err)
 				return nil // skip it; say so below
 			}
