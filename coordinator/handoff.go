@@ -149,20 +149,24 @@ func (c *Coordinator) waitsFor(g *group, key string, now time.Time) bool {
 
 // cooperate turns a freshly computed generation into what members may be told under b: in
 // cooperative mode, the strategy's answer minus the queues another live member may still hold.
-func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, now time.Time) {
+// t, when not nil, is a table of the answer's queues.
+func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, t *store.QueueTable, now time.Time) {
 	gen.Target, gen.Handoffs = nil, nil
 	if handoffMode(b) != HandoffCooperative || !usesPlugin(b) {
 		return
 	}
-	c.holdBack(g, st, gen, gen.Assignment, b, now)
+	c.holdBack(g, st, gen, gen.Assignment, b, t, now)
 }
 
 // holdBack sets gen's Assignment to target less the queues held by another live member, and its
 // Handoffs to those queues. A handoff already under way keeps its start and deadline. The
 // holders and the handoffs are slices over one queue table of target (a queue's slot), so that
-// 100,000 held queues cost no map keyed by queue, and the handoffs come out in queue order.
-func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, now time.Time) {
-	t := store.NewQueueTable(target)
+// 100,000 held queues cost no map keyed by queue, and the handoffs come out in queue order. t is
+// a table of target's queues, or nil to build one.
+func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, t *store.QueueTable, now time.Time) {
+	if t == nil {
+		t = store.NewQueueTable(target)
+	}
 	// The two smallest keys that may hold each queue: the smallest other than a queue's new
 	// owner is one of them.
 	first, second := make([]string, t.Len()), make([]string, t.Len())
@@ -197,6 +201,10 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		out := make([]abi.Queue, 0, len(qs))
 		for _, q := range qs {
 			i := t.Index(q)
+			if i < 0 { // not in the table: nobody else may hold it
+				out = append(out, q)
+				continue
+			}
 			from := first[i]
 			if from == key {
 				from = second[i]
@@ -255,7 +263,7 @@ func (c *Coordinator) handoffs(batch []pending, now time.Time) []pending {
 			}
 			gen := *st.gen
 			gen.CIDs = maps.Clone(st.gen.CIDs)
-			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, now)
+			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, nil, now)
 			if equalAssignment(gen.Assignment, st.gen.Assignment) {
 				continue
 			}

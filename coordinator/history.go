@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,16 +47,30 @@ type basis struct {
 	labels   map[string]string // member key -> fingerprint of its labels
 	cids     map[string]string // member key -> client id
 	version  string            // plugin version; set when the job is installed
+	keys     []string          // the keys of cids, sorted; nil: sort them
+}
+
+// sortedKeys are the member keys of bs, sorted.
+func (bs *basis) sortedKeys() []string {
+	if bs.keys != nil {
+		return bs.keys
+	}
+	return slices.Sorted(maps.Keys(bs.cids))
 }
 
 func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
-		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms))}
-	for _, m := range ms {
-		var sb strings.Builder
-		writeMap(func(s string) { fmt.Fprintf(&sb, "%d:%s", len(s), s) }, m.labels)
-		bs.labels[m.key] = sb.String()
+		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms)), keys: make([]string, len(ms))}
+	var buf []byte
+	for i, m := range ms {
+		buf = buf[:0]
+		writeMap(func(s string) {
+			buf = append(strconv.AppendInt(buf, int64(len(s)), 10), ':')
+			buf = append(buf, s...)
+		}, m.labels) // "len:s" each, as bindingPrint writes
+		bs.labels[m.key] = string(buf)
 		bs.cids[m.key] = m.cid
+		bs.keys[i] = m.key
 	}
 	return bs
 }
@@ -137,14 +152,14 @@ func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []mo
 		ob = guessBasis(st.gen)
 	}
 	if nb != nil {
-		for _, key := range slices.Sorted(maps.Keys(nb.cids)) {
+		for _, key := range nb.sortedKeys() {
 			if _, ok := ob.cids[key]; !ok {
 				t.Joined = append(t.Joined, nb.cids[key])
 			} else if ol, ok := ob.labels[key]; ok && ol != nb.labels[key] {
 				t.Labels = append(t.Labels, nb.cids[key])
 			}
 		}
-		for _, key := range slices.Sorted(maps.Keys(ob.cids)) {
+		for _, key := range ob.sortedKeys() {
 			if _, ok := nb.cids[key]; ok {
 				continue
 			}
@@ -198,8 +213,13 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 		Group: p.g.cfg.Name, Topic: p.st.name, Generation: p.gen.Number, At: p.gen.At,
 		Trigger: c.trigger(p.g, p.st, nb, p.released), Plugin: p.gen.Plugin, PluginVersion: p.gen.PluginVersion,
 		Handoff: handoffMode(p.g.cfg.Binding), Members: len(p.gen.Assignment),
-		Moves: moves(p.st.gen, p.gen), Pending: handoffsByCID(p.gen),
+		Pending: handoffsByCID(p.gen),
 	}
+	var t *store.QueueTable
+	if p.j != nil {
+		t = p.j.table
+	}
+	e.Moves = moves(p.st.gen, p.gen, t)
 	for _, qs := range p.gen.Assignment {
 		e.Queues += len(qs)
 	}
@@ -211,25 +231,43 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 
 // moves lists the queues whose owner differs between two generations, by client id, in queue
 // order ("" is nobody). The owners are compared slot by slot over one queue table of both
-// generations, which lists the queues in order: no map keyed by queue, no sort.
-func moves(old, gen *store.Generation) []model.Move {
+// generations (t, when it has all their queues, else one built here), which lists the queues
+// in order: no map keyed by queue, no sort.
+func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
 	var oldA map[string][]abi.Queue
 	if old != nil {
 		oldA = old.Assignment
 	}
-	t := store.NewQueueTable(oldA, gen.Assignment)
-	before, after := make([]string, t.Len()), make([]string, t.Len())
-	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) {
+	var before, after []string
+	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) bool {
 		for key, qs := range a {
 			cid := cidOf(g, key)
 			for _, q := range qs {
-				owners[t.Index(q)] = cid
+				i := t.Index(q)
+				if i < 0 {
+					return false
+				}
+				owners[i] = cid
 			}
 		}
+		return true
 	}
-	fill(before, old, oldA)
-	fill(after, gen, gen.Assignment)
-	out := []model.Move{}
+	for try := 0; ; try++ {
+		if t == nil || try > 0 {
+			t = store.NewQueueTable(oldA, gen.Assignment)
+		}
+		before, after = make([]string, t.Len()), make([]string, t.Len())
+		if fill(before, old, oldA) && fill(after, gen, gen.Assignment) {
+			break
+		}
+	}
+	n := 0
+	for i := range before {
+		if before[i] != after[i] {
+			n++
+		}
+	}
+	out := make([]model.Move, 0, n)
 	for i := range before {
 		if before[i] != after[i] {
 			out = append(out, model.Move{Queue: t.Queue(i), From: before[i], To: after[i]})

@@ -170,18 +170,18 @@ func encodedSize(v any) int {
 // diff, handoff bookkeeping, persistence); answers-cpu-ms the 10,000 long-poll answers;
 // handoff-cpu-ms the confirming heartbeats and the handoff generation's Tick; record-bytes the
 // stored generation record; answer-bytes one 10-queue member's heartbeat answer. A CPU profile
-// labels the two Ticks phase=rebalance and phase=handoff (pprof -tagfocus).
+// labels the two Ticks phase=rebalance and phase=handoff, and strategy (pprof -tagfocus).
 func BenchmarkLargeGroup(b *testing.B) {
 	const members, brokers, perBroker = 10_000, 100, 1_000
 	for _, strategy := range []string{"averagely", "hash", "sticky"} {
 		b.Run(strategy, func(b *testing.B) {
 			lg := newLargeGroup(b, newWasmAllocator(b, strategy), strategy, members, brokers, perBroker)
-			benchRebalances(b, lg)
+			benchRebalances(b, lg, strategy)
 		})
 	}
 }
 
-func benchRebalances(b *testing.B, lg *largeGroup) {
+func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 	ctx := context.Background()
 	joiner := lg.cids[len(lg.cids)/2] + "-joiner"
 	var tickCPU, answerCPU, handoffCPU time.Duration
@@ -198,7 +198,7 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 		lg.clock.Advance(time.Second)
 
 		t0 := processCPU()
-		pprof.Do(ctx, pprof.Labels("phase", "rebalance"), func(ctx context.Context) { lg.c.Tick(ctx) })
+		pprof.Do(ctx, pprof.Labels("phase", "rebalance", "strategy", strategy), func(ctx context.Context) { lg.c.Tick(ctx) })
 		t1 := processCPU()
 		tickCPU += t1 - t0
 		gen := lg.generation(b)
@@ -227,7 +227,7 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 			lg.heartbeat(b, joiner, gen)
 		}
 		lg.clock.Advance(10 * time.Millisecond)
-		pprof.Do(ctx, pprof.Labels("phase", "handoff"), func(ctx context.Context) { lg.c.Tick(ctx) })
+		pprof.Do(ctx, pprof.Labels("phase", "handoff", "strategy", strategy), func(ctx context.Context) { lg.c.Tick(ctx) })
 		handoffCPU += processCPU() - t0
 	}
 	b.StopTimer()
