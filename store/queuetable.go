@@ -17,8 +17,13 @@ import (
 type QueueTable struct {
 	brokers []tableBroker
 	byName  map[[2]string]int
-	last    int // the broker of the previous lookup: lists run along one broker
-	n       int
+	// byBroker finds a broker by name alone while every broker is of one topic (topic): a
+	// string-keyed map costs a fraction of a lookup by (topic, broker).
+	byBroker map[string]int
+	topic    string
+	oneTopic bool
+	last     int // the broker of the previous lookup: lists run along one broker
+	n        int
 }
 
 type tableBroker struct {
@@ -48,14 +53,21 @@ func QueueTableOf(lists ...[]abi.Queue) *QueueTable {
 	return t.build()
 }
 
-func newTableBuilder() *QueueTable { return &QueueTable{byName: map[[2]string]int{}, last: -1} }
+func newTableBuilder() *QueueTable {
+	return &QueueTable{byName: map[[2]string]int{}, byBroker: map[string]int{}, oneTopic: true, last: -1}
+}
 
 func (t *QueueTable) add(qs []abi.Queue) {
 	for _, q := range qs {
 		b := t.broker(q)
 		if b < 0 {
 			b = len(t.brokers)
+			if b == 0 {
+				t.topic = q.Topic
+			}
+			t.oneTopic = t.oneTopic && q.Topic == t.topic
 			t.byName[[2]string{q.Topic, q.BrokerName}] = b
+			t.byBroker[q.BrokerName] = b
 			t.brokers = append(t.brokers, tableBroker{topic: q.Topic, name: q.BrokerName})
 		}
 		t.last = b
@@ -72,6 +84,7 @@ func (t *QueueTable) build() *QueueTable {
 	for i := range t.brokers {
 		b := &t.brokers[i]
 		t.byName[[2]string{b.topic, b.name}] = i
+		t.byBroker[b.name] = i
 		lo, hi := slices.Min(b.ids), slices.Max(b.ids)
 		if span := int64(hi) - int64(lo) + 1; span <= 2*int64(len(b.ids))+1024 {
 			// Close together: mark them, then read them back in order.
@@ -110,6 +123,12 @@ func (t *QueueTable) broker(q abi.Queue) int {
 		if b := &t.brokers[t.last]; b.name == q.BrokerName && b.topic == q.Topic {
 			return t.last
 		}
+	}
+	if t.oneTopic {
+		if b, ok := t.byBroker[q.BrokerName]; ok && q.Topic == t.topic {
+			return b
+		}
+		return -1
 	}
 	if b, ok := t.byName[[2]string{q.Topic, q.BrokerName}]; ok {
 		return b
