@@ -45,6 +45,9 @@ type packedMoves struct {
 	// Pending is coded as Moves, each handoff followed by the uvarint of its index in Times.
 	Times   []handoffTimes `json:"times,omitempty"`
 	Pending string         `json:"pending,omitempty"`
+	// Released holds the queues of each of the trigger's releases (whose own lists are left
+	// empty), each coded as the queues of Moves are.
+	Released []string `json:"released,omitempty"`
 }
 
 type brokerRef struct {
@@ -59,12 +62,18 @@ type handoffTimes struct {
 
 // MarshalHistoryEntry writes e's history record.
 func MarshalHistoryEntry(e model.HistoryEntry) ([]byte, error) {
-	p, ok := packMoves(e.Moves, e.Pending)
+	p, ok := packMoves(e.Moves, e.Pending, e.Trigger.Released)
 	if !ok {
 		return json.Marshal(e) // moves out of order: spelled out, as they were
 	}
 	r := historyRecord{HistoryEntry: e, Packed: p}
 	r.HistoryEntry.Moves, r.HistoryEntry.Pending = nil, nil
+	if len(e.Trigger.Released) > 0 {
+		r.Trigger.Released = make([]model.Release, len(e.Trigger.Released))
+		for i, rel := range e.Trigger.Released {
+			r.Trigger.Released[i] = model.Release{Member: rel.Member, Reason: rel.Reason}
+		}
+	}
 	return json.Marshal(r)
 }
 
@@ -85,6 +94,18 @@ func UnmarshalHistoryEntry(b []byte, e *model.HistoryEntry) error {
 	var err error
 	if e.Moves, e.Pending, err = r.Packed.unpack(); err != nil {
 		return fmt.Errorf("history record of generation %d: %w", e.Generation, err)
+	}
+	if len(r.Packed.Released) != len(e.Trigger.Released) {
+		return fmt.Errorf("history record of generation %d: %d packed releases for %d", e.Generation, len(r.Packed.Released), len(e.Trigger.Released))
+	}
+	for i, code := range r.Packed.Released {
+		rel := &e.Trigger.Released[i]
+		if rel.Queues != nil {
+			return fmt.Errorf("history record of generation %d: release %d has packed and unpacked queues", e.Generation, i)
+		}
+		if rel.Queues, err = r.Packed.queues(code, fmt.Sprintf("queues released by %q", rel.Member)); err != nil {
+			return fmt.Errorf("history record of generation %d: %w", e.Generation, err)
+		}
 	}
 	return nil
 }
@@ -139,7 +160,7 @@ func (w *movesWriter) client(cid string) {
 
 // packMoves codes moves and pending; it fails when an entry is not after the previous one of
 // its broker (moves come in queue order).
-func packMoves(moves []model.Move, pending []model.Handoff) (*packedMoves, bool) {
+func packMoves(moves []model.Move, pending []model.Handoff, released []model.Release) (*packedMoves, bool) {
 	p := &packedMoves{Format: packedMovesFormat, Brokers: []brokerRef{}, Clients: []string{}}
 	w := &movesWriter{p: p, brokers: map[brokerRef]int{}, clients: map[string]int{}, last: -1}
 	for _, m := range moves {
@@ -150,6 +171,15 @@ func packMoves(moves []model.Move, pending []model.Handoff) (*packedMoves, bool)
 		w.client(m.To)
 	}
 	p.Moves = base64.RawStdEncoding.EncodeToString(w.buf)
+	for _, r := range released {
+		w.buf, w.last = w.buf[:0], -1
+		for _, q := range r.Queues {
+			if !w.queue(q) {
+				return nil, false
+			}
+		}
+		p.Released = append(p.Released, base64.RawStdEncoding.EncodeToString(w.buf))
+	}
 	if len(pending) == 0 {
 		return p, true
 	}
@@ -231,6 +261,24 @@ func (r *movesReader) client() (string, error) {
 		return "", r.fail("client index %d outside the table of %d", i, len(r.p.Clients))
 	}
 	return r.p.Clients[i], nil
+}
+
+// queues decodes a list of queues coded as the queues of Moves are.
+func (p *packedMoves) queues(code, what string) ([]abi.Queue, error) {
+	raw, err := base64.RawStdEncoding.DecodeString(code)
+	if err != nil {
+		return nil, fmt.Errorf("packed %s: %w", what, err)
+	}
+	r := &movesReader{p: p, raw: raw, last: -1, what: what}
+	qs := make([]abi.Queue, 0, len(raw)/2) // a queue takes at least two bytes
+	for len(r.raw) > 0 {
+		q, err := r.queue()
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
 }
 
 func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err error) {

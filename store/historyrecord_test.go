@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/model"
 	"github.com/allocd/allocd/store"
 )
@@ -20,7 +21,11 @@ func historyEntry() model.HistoryEntry {
 	return model.HistoryEntry{
 		Group: "g", Topic: "T", Generation: 4, At: at, Handoff: model.HandoffCooperative, Members: 3, Queues: 5,
 		Plugin: "sticky", PluginVersion: "v",
-		Trigger: model.Trigger{Causes: []string{model.CauseJoined}, Joined: []string{"c@3"}},
+		Trigger: model.Trigger{Causes: []string{model.CauseJoined, model.CauseHandoff}, Joined: []string{"c@3"},
+			Released: []model.Release{
+				{Member: "a@1", Reason: model.ReleaseConfirmed, Queues: []abi.Queue{q("T", "broker-a", 3), q("T", "broker-b", 1), q("T", "broker-b", 4)}},
+				{Member: "b@2", Reason: model.ReleaseLeft, Queues: []abi.Queue{}},
+			}},
 		Moves: []model.Move{
 			{Queue: q("T", "broker-a", 0), From: "a@1", To: "c@3"},
 			{Queue: q("T", "broker-a", 1), From: "", To: "a@1"},
@@ -129,6 +134,8 @@ func TestDamagedHistoryRecord(t *testing.T) {
 		{"moves", code(0, 1<<31, 0, 0), "queue id"},
 		{"moves", code(0, 1, 0, 99), "client index"},
 		{"pending", code(0, 1, 0, 0, 5), "times index"},
+		{"released", []string{code(0, 1)}, "packed releases"},
+		{"released", []string{code(0, 1), code(9, 1)}, "broker index"},
 	} {
 		p := map[string]any{}
 		for k, v := range orig {
