@@ -51,6 +51,9 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 	}
 	t.build()
 
+	// The members' keys, sorted once for the maps that have the same keys (CIDs and Assignment
+	// usually do, Target often).
+	keys := slices.Sorted(maps.Keys(g.Assignment))
 	var err error
 	b = append(b, `{"group":`...)
 	b = appendJSONString(b, g.Group)
@@ -60,7 +63,7 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 	b = strconv.AppendInt(b, g.Number, 10)
 	if len(g.CIDs) > 0 {
 		b = append(b, `,"cids":{`...)
-		for i, k := range slices.Sorted(maps.Keys(g.CIDs)) {
+		for i, k := range sortedKeys(g.CIDs, keys) {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -119,9 +122,9 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 		b = base64.RawStdEncoding.AppendEncode(b, scratch)
 		return append(b, '"')
 	}
-	code := func(b []byte, m map[string][]abi.Queue) []byte {
+	code := func(b []byte, m map[string][]abi.Queue, keys []string) []byte {
 		b = append(b, '{')
-		for i, k := range slices.Sorted(maps.Keys(m)) {
+		for i, k := range keys {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -135,11 +138,11 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 	if g.Assignment == nil {
 		b = append(b, "null"...)
 	} else {
-		b = code(b, g.Assignment)
+		b = code(b, g.Assignment, keys)
 	}
 	if len(g.Target) > 0 {
 		b = append(b, `,"target":`...)
-		b = code(b, g.Target)
+		b = code(b, g.Target, sortedKeys(g.Target, keys))
 	}
 	if len(runs) > 0 {
 		b = append(b, `,"handoffs":[`...)
@@ -166,6 +169,14 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 		b = append(b, ']')
 	}
 	return append(b, "}}"...), nil
+}
+
+// sortedKeys are m's keys in order: like, a sorted list, when m has exactly those keys.
+func sortedKeys[V any](m map[string]V, like []string) []string {
+	if len(m) == len(like) && !slices.ContainsFunc(like, func(k string) bool { _, ok := m[k]; return !ok }) {
+		return like
+	}
+	return slices.Sorted(maps.Keys(m))
 }
 
 // appendJSONString appends s as encoding/json writes it: plain ASCII as it is, anything else
