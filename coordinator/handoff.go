@@ -149,61 +149,98 @@ func (c *Coordinator) waitsFor(g *group, key string, now time.Time) bool {
 
 // cooperate turns a freshly computed generation into what members may be told under b: in
 // cooperative mode, the strategy's answer minus the queues another live member may still hold.
-func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, now time.Time) {
+// t, when not nil, is a table of the answer's queues.
+func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, t *store.QueueTable, now time.Time) {
 	gen.Target, gen.Handoffs = nil, nil
 	if handoffMode(b) != HandoffCooperative || !usesPlugin(b) {
 		return
 	}
-	c.holdBack(g, st, gen, gen.Assignment, b, now)
+	c.holdBack(g, st, gen, gen.Assignment, b, t, now)
 }
 
 // holdBack sets gen's Assignment to target less the queues held by another live member, and its
-// Handoffs to those queues. A handoff already under way keeps its start and deadline.
-func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, now time.Time) {
-	holders := map[abi.Queue][]string{}
+// Handoffs to those queues. A handoff already under way keeps its start and deadline. The
+// holders and the handoffs are slices over one queue table of target (a queue's slot), so that
+// 100,000 held queues cost no map keyed by queue, and the handoffs come out in queue order. t is
+// a table of target's queues, or nil to build one.
+func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, target map[string][]abi.Queue, b Binding, t *store.QueueTable, now time.Time) {
+	if t == nil {
+		t = store.NewQueueTable(target)
+	}
+	// The two smallest keys that may hold each queue: the smallest other than a queue's new
+	// owner is one of them.
+	first, second := make([]string, t.Len()), make([]string, t.Len())
 	for key, set := range st.ho.holds {
 		if !c.waitsFor(g, key, now) {
 			continue
 		}
 		for q := range set {
-			holders[q] = append(holders[q], key)
+			i := t.Index(q)
+			switch {
+			case i < 0:
+			case first[i] == "" || key < first[i]:
+				first[i], second[i] = key, first[i]
+			case second[i] == "" || key < second[i]:
+				second[i] = key
+			}
 		}
 	}
-	started := map[abi.Queue]model.Handoff{}
-	if st.gen != nil {
-		for _, h := range st.gen.Handoffs {
-			started[h.Queue] = h
+	var started []int32 // slot -> 1 + the index of the handoff under way in st.gen.Handoffs
+	if st.gen != nil && len(st.gen.Handoffs) > 0 {
+		started = make([]int32, t.Len())
+		for n, h := range st.gen.Handoffs {
+			if i := t.Index(h.Queue); i >= 0 {
+				started[i] = int32(n + 1)
+			}
 		}
 	}
-	timeout := c.revokeTimeout(b)
+	heldFor := make([]string, t.Len()) // slot -> the key a held-back queue is for
+	held := 0
 	eff := make(map[string][]abi.Queue, len(target))
-	var hs []model.Handoff
 	for key, qs := range target {
 		out := make([]abi.Queue, 0, len(qs))
 		for _, q := range qs {
-			from := ""
-			for _, h := range holders[q] {
-				if h != key && (from == "" || h < from) {
-					from = h
-				}
+			i := t.Index(q)
+			if i < 0 { // not in the table: nobody else may hold it
+				out = append(out, q)
+				continue
+			}
+			from := first[i]
+			if from == key {
+				from = second[i]
 			}
 			if from == "" {
 				out = append(out, q)
 				continue
 			}
-			h := model.Handoff{Queue: q, From: from, To: key, Since: now.UTC(), Deadline: now.Add(timeout).UTC()}
-			if old, ok := started[q]; ok && old.From == from {
-				h.Since, h.Deadline = old.Since, old.Deadline
-			}
-			hs = append(hs, h)
+			heldFor[i] = key
+			held++
 		}
 		eff[key] = out
 	}
 	gen.Assignment, gen.Target, gen.Handoffs = eff, nil, nil
-	if len(hs) > 0 {
-		slices.SortFunc(hs, func(a, b model.Handoff) int { return abi.CompareQueues(a.Queue, b.Queue) })
-		gen.Target, gen.Handoffs = target, hs
+	if held == 0 {
+		return
 	}
+	since, deadline := now.UTC(), now.Add(c.revokeTimeout(b)).UTC()
+	hs := make([]model.Handoff, 0, held)
+	for i, to := range heldFor {
+		if to == "" {
+			continue
+		}
+		from := first[i]
+		if from == to {
+			from = second[i]
+		}
+		h := model.Handoff{Queue: t.Queue(i), From: from, To: to, Since: since, Deadline: deadline}
+		if started != nil && started[i] > 0 {
+			if old := st.gen.Handoffs[started[i]-1]; old.From == from {
+				h.Since, h.Deadline = old.Since, old.Deadline
+			}
+		}
+		hs = append(hs, h)
+	}
+	gen.Target, gen.Handoffs = target, hs
 }
 
 // target is the strategy's answer in gen: Target when queues are held back, else Assignment.
@@ -226,7 +263,7 @@ func (c *Coordinator) handoffs(batch []pending, now time.Time) []pending {
 			}
 			gen := *st.gen
 			gen.CIDs = maps.Clone(st.gen.CIDs)
-			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, now)
+			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, nil, now)
 			if equalAssignment(gen.Assignment, st.gen.Assignment) {
 				continue
 			}

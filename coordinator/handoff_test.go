@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -380,5 +381,52 @@ func TestHeartbeatSaysASessionWasLost(t *testing.T) {
 	e.restart()
 	if a := e.hb("g", "c2", "T"); a.Lost {
 		t.Fatal("a member is told it lost its session after a daemon restart")
+	}
+}
+
+// A history entry's moves are every queue whose owner changed, in queue order, also when the
+// topic shrinks (queues of the previous generation that the new one does not have) or grows;
+// and they read back the same after a restart (from the stored, packed record).
+func TestHistoryMovesWhenQueuesChange(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 8)
+	e.handoff = coordinator.HandoffEager
+	e.group("g", "averagely")
+	e.hb("g", "c1", "T")
+	e.hb("g", "c2", "T")
+	e.advance(time.Second)
+	owners := func() map[int32]string {
+		out := map[int32]string{}
+		for cid, qs := range e.status("g").Topics["T"].Assignment {
+			for _, q := range qs {
+				out[q.QueueID] = cid
+			}
+		}
+		return out
+	}
+	for _, n := range []int{3, 12} {
+		before := owners()
+		e.topic("T", n)
+		e.advance(time.Second)
+		after := owners()
+		var want []string
+		for id := int32(0); id < 12; id++ {
+			if before[id] != after[id] {
+				want = append(want, fmt.Sprintf("%d:%s>%s", id, before[id], after[id]))
+			}
+		}
+		gen := e.gen("g", "T")
+		for round := range 2 {
+			var got []string
+			for _, m := range e.entry(gen).Moves {
+				got = append(got, fmt.Sprintf("%d:%s>%s", m.Queue.QueueID, m.From, m.To))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%d queues, round %d: moves %v, want %v", n, round, got, want)
+			}
+			e.restart()
+			e.hb("g", "c1", "T")
+			e.hb("g", "c2", "T")
+		}
 	}
 }

@@ -6,11 +6,11 @@ package coordinator
 // age (Options.HistoryLimit, Options.HistoryMaxAge), trimmed as each entry is written.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,16 +47,30 @@ type basis struct {
 	labels   map[string]string // member key -> fingerprint of its labels
 	cids     map[string]string // member key -> client id
 	version  string            // plugin version; set when the job is installed
+	keys     []string          // the keys of cids, sorted; nil: sort them
+}
+
+// sortedKeys are the member keys of bs, sorted.
+func (bs *basis) sortedKeys() []string {
+	if bs.keys != nil {
+		return bs.keys
+	}
+	return slices.Sorted(maps.Keys(bs.cids))
 }
 
 func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
-		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms))}
-	for _, m := range ms {
-		var sb strings.Builder
-		writeMap(func(s string) { fmt.Fprintf(&sb, "%d:%s", len(s), s) }, m.labels)
-		bs.labels[m.key] = sb.String()
+		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms)), keys: make([]string, len(ms))}
+	var buf []byte
+	for i, m := range ms {
+		buf = buf[:0]
+		writeMap(func(s string) {
+			buf = append(strconv.AppendInt(buf, int64(len(s)), 10), ':')
+			buf = append(buf, s...)
+		}, m.labels) // "len:s" each, as bindingPrint writes
+		bs.labels[m.key] = string(buf)
 		bs.cids[m.key] = m.cid
+		bs.keys[i] = m.key
 	}
 	return bs
 }
@@ -138,14 +152,14 @@ func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []mo
 		ob = guessBasis(st.gen)
 	}
 	if nb != nil {
-		for _, key := range slices.Sorted(maps.Keys(nb.cids)) {
+		for _, key := range nb.sortedKeys() {
 			if _, ok := ob.cids[key]; !ok {
 				t.Joined = append(t.Joined, nb.cids[key])
 			} else if ol, ok := ob.labels[key]; ok && ol != nb.labels[key] {
 				t.Labels = append(t.Labels, nb.cids[key])
 			}
 		}
-		for _, key := range slices.Sorted(maps.Keys(ob.cids)) {
+		for _, key := range ob.sortedKeys() {
 			if _, ok := nb.cids[key]; ok {
 				continue
 			}
@@ -199,8 +213,13 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 		Group: p.g.cfg.Name, Topic: p.st.name, Generation: p.gen.Number, At: p.gen.At,
 		Trigger: c.trigger(p.g, p.st, nb, p.released), Plugin: p.gen.Plugin, PluginVersion: p.gen.PluginVersion,
 		Handoff: handoffMode(p.g.cfg.Binding), Members: len(p.gen.Assignment),
-		Moves: moves(p.st.gen, p.gen), Pending: handoffsByCID(p.gen),
+		Pending: handoffsByCID(p.gen),
 	}
+	var t *store.QueueTable
+	if p.j != nil {
+		t = p.j.table
+	}
+	e.Moves = moves(p.st.gen, p.gen, t)
 	for _, qs := range p.gen.Assignment {
 		e.Queues += len(qs)
 	}
@@ -211,34 +230,48 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 }
 
 // moves lists the queues whose owner differs between two generations, by client id, in queue
-// order ("" is nobody).
-func moves(old, gen *store.Generation) []model.Move {
-	owner := func(g *store.Generation) map[abi.Queue]string {
-		out := map[abi.Queue]string{}
-		if g != nil {
-			for key, qs := range g.Assignment {
-				for _, q := range qs {
-					out[q] = cidOf(g, key)
+// order ("" is nobody). The owners are compared slot by slot over one queue table of both
+// generations (t, when it has all their queues, else one built here), which lists the queues
+// in order: no map keyed by queue, no sort.
+func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
+	var oldA map[string][]abi.Queue
+	if old != nil {
+		oldA = old.Assignment
+	}
+	var before, after []string
+	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) bool {
+		for key, qs := range a {
+			cid := cidOf(g, key)
+			for _, q := range qs {
+				i := t.Index(q)
+				if i < 0 {
+					return false
 				}
+				owners[i] = cid
 			}
 		}
-		return out
+		return true
 	}
-	before, after := owner(old), owner(gen)
-	var out []model.Move
-	for q, to := range after {
-		if from := before[q]; from != to {
-			out = append(out, model.Move{Queue: q, From: from, To: to})
+	for try := 0; ; try++ {
+		if t == nil || try > 0 {
+			t = store.NewQueueTable(oldA, gen.Assignment)
+		}
+		before, after = make([]string, t.Len()), make([]string, t.Len())
+		if fill(before, old, oldA) && fill(after, gen, gen.Assignment) {
+			break
 		}
 	}
-	for q, from := range before {
-		if _, ok := after[q]; !ok {
-			out = append(out, model.Move{Queue: q, From: from})
+	n := 0
+	for i := range before {
+		if before[i] != after[i] {
+			n++
 		}
 	}
-	slices.SortFunc(out, func(a, b model.Move) int { return abi.CompareQueues(a.Queue, b.Queue) })
-	if out == nil {
-		out = []model.Move{}
+	out := make([]model.Move, 0, n)
+	for i := range before {
+		if before[i] != after[i] {
+			out = append(out, model.Move{Queue: t.Queue(i), From: before[i], To: after[i]})
+		}
 	}
 	return out
 }
@@ -306,7 +339,7 @@ func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Ge
 func (c *Coordinator) writeHistory(tx store.Tx, entries []model.HistoryEntry, now time.Time) error {
 	r := store.Retention{Count: c.opts.HistoryLimit, MaxAge: c.opts.HistoryMaxAge}
 	for _, e := range entries {
-		b, err := json.Marshal(e)
+		b, err := store.MarshalHistoryEntry(e)
 		if err != nil {
 			return err
 		}
@@ -381,7 +414,7 @@ func (c *Coordinator) History(group, topic string, limit int, before int64) (His
 	}
 	for i := len(raw) - 1; i >= 0; i-- {
 		var e HistoryEntry
-		if err := json.Unmarshal(raw[i], &e); err != nil {
+		if err := store.UnmarshalHistoryEntry(raw[i], &e); err != nil {
 			return History{}, storage(err, "history of %q/%q holds a damaged entry", group, topic)
 		}
 		h.Entries = append(h.Entries, e)
@@ -410,7 +443,7 @@ func (c *Coordinator) Explain(group, topic, brokerName string, queueID int32) (E
 	err := c.store.View(func(tx store.Tx) error {
 		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
 			var e HistoryEntry
-			if err := json.Unmarshal(value, &e); err != nil {
+			if err := store.UnmarshalHistoryEntry(value, &e); err != nil {
 				decodeErr = fmt.Errorf("entry %q: %w", key, err)
 				return nil // skip it; say so below
 			}

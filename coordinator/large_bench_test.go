@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -168,22 +169,25 @@ func encodedSize(v any) int {
 // Metrics: cpu-ms/rebalance is the process's CPU time for the rebalance Tick alone (plugin call,
 // diff, handoff bookkeeping, persistence); answers-cpu-ms the 10,000 long-poll answers;
 // handoff-cpu-ms the confirming heartbeats and the handoff generation's Tick; record-bytes the
-// stored generation record; answer-bytes one 10-queue member's heartbeat answer.
+// stored generation record; history-bytes the rebalance's history record and
+// handoff-history-bytes the handoff generation's; answer-bytes one 10-queue member's heartbeat
+// answer. A CPU profile
+// labels the two Ticks phase=rebalance and phase=handoff, and strategy (pprof -tagfocus).
 func BenchmarkLargeGroup(b *testing.B) {
 	const members, brokers, perBroker = 10_000, 100, 1_000
 	for _, strategy := range []string{"averagely", "hash", "sticky"} {
 		b.Run(strategy, func(b *testing.B) {
 			lg := newLargeGroup(b, newWasmAllocator(b, strategy), strategy, members, brokers, perBroker)
-			benchRebalances(b, lg)
+			benchRebalances(b, lg, strategy)
 		})
 	}
 }
 
-func benchRebalances(b *testing.B, lg *largeGroup) {
+func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 	ctx := context.Background()
 	joiner := lg.cids[len(lg.cids)/2] + "-joiner"
 	var tickCPU, answerCPU, handoffCPU time.Duration
-	var answerBytes int
+	var answerBytes, historyBytes, handoffHistoryBytes int
 	runtime.GC()
 	b.ResetTimer()
 	for i := range b.N {
@@ -196,13 +200,14 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 		lg.clock.Advance(time.Second)
 
 		t0 := processCPU()
-		lg.c.Tick(ctx)
+		pprof.Do(ctx, pprof.Labels("phase", "rebalance", "strategy", strategy), func(ctx context.Context) { lg.c.Tick(ctx) })
 		t1 := processCPU()
 		tickCPU += t1 - t0
 		gen := lg.generation(b)
 		if gen == before {
 			b.Fatalf("op %d: no new generation (still %d)", i, gen)
 		}
+		historyBytes = historyRecordBytes(b, lg, gen)
 
 		// Every member's long-poll wakes and answers its member's assignment.
 		answerBytes = 0
@@ -225,8 +230,11 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 			lg.heartbeat(b, joiner, gen)
 		}
 		lg.clock.Advance(10 * time.Millisecond)
-		lg.c.Tick(ctx)
+		pprof.Do(ctx, pprof.Labels("phase", "handoff", "strategy", strategy), func(ctx context.Context) { lg.c.Tick(ctx) })
 		handoffCPU += processCPU() - t0
+		if next := lg.generation(b); next > gen {
+			handoffHistoryBytes = historyRecordBytes(b, lg, next)
+		}
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -235,6 +243,25 @@ func benchRebalances(b *testing.B, lg *largeGroup) {
 	b.ReportMetric(float64(handoffCPU.Microseconds())/1e3/n, "handoff-cpu-ms")
 	b.ReportMetric(float64(answerBytes)/float64(len(lg.cids)), "answer-bytes")
 	b.ReportMetric(float64(recordBytes(b, lg)), "record-bytes")
+	b.ReportMetric(float64(historyBytes), "history-bytes")
+	b.ReportMetric(float64(handoffHistoryBytes), "handoff-history-bytes")
+}
+
+// historyRecordBytes is the size of generation n's stored history record.
+func historyRecordBytes(b *testing.B, lg *largeGroup, n int64) int {
+	var size int
+	err := lg.st.View(func(tx store.Tx) error {
+		v, ok, err := tx.Get(store.HistoryBucket, store.HistoryKey("g", largeTopic, n))
+		if !ok && err == nil {
+			err = fmt.Errorf("generation %d has no history record", n)
+		}
+		size = len(v)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return size
 }
 
 // recordBytes is the size of the group's stored generation record, as the store encodes it.

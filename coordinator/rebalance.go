@@ -34,6 +34,9 @@ type job struct {
 	base    string            // fingerprint of the inputs, without the plugin version
 	basis   *basis            // the inputs, for the history's trigger
 	req     *abi.Request      // nil when no plugin is needed
+	// table numbers queues (the answer's are among them) for prevOwners, the handoff split
+	// and the moves; nil when no plugin is needed.
+	table *store.QueueTable
 
 	result  map[string][]abi.Queue
 	version string
@@ -167,28 +170,32 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 				attrs[i].Metrics = map[string]int64{WeightLabel: m.weight}
 			}
 		}
+		j.table = store.QueueTableOf(j.queues)
 		j.req = &abi.Request{
 			Group: g.cfg.Name, Queues: j.queues, Consumers: keys, ConsumerAttrs: attrs,
-			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues),
+			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table),
 		}
 	}
 	return j
 }
 
-// prevOwners lists, parallel to queues, the key that owned each queue in gen.
-func prevOwners(gen *store.Generation, queues []abi.Queue) []string {
+// prevOwners lists, parallel to queues, the key that owned each queue in gen; t is the table
+// of queues.
+func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable) []string {
 	if gen == nil {
 		return nil
 	}
-	owner := make(map[abi.Queue]string)
+	owner := make([]string, t.Len())
 	for key, qs := range target(gen) {
 		for _, q := range qs {
-			owner[q] = key
+			if i := t.Index(q); i >= 0 {
+				owner[i] = key
+			}
 		}
 	}
 	out := make([]string, len(queues))
 	for i, q := range queues {
-		out[i] = owner[q]
+		out[i] = owner[t.Index(q)]
 	}
 	return out
 }
@@ -287,7 +294,7 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 			gen.Plugin, gen.PluginVersion = j.binding.Strategy, version
 		}
 		j.basis.version = gen.PluginVersion
-		c.cooperate(j.g, j.st, gen, j.binding, now)
+		c.cooperate(j.g, j.st, gen, j.binding, j.table, now)
 		old := j.st.gen
 		switch {
 		case old == nil || !equalAssignment(old.Assignment, gen.Assignment):
@@ -432,12 +439,25 @@ func (c *Coordinator) nextDeadline(now time.Time) time.Time {
 // restart changes nothing.
 func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
 	h := sha256.New()
+	// Each string is written as its length (4 bytes, little-endian) and its bytes, gathered in
+	// a buffer that goes to the hash when it fills.
+	buf := make([]byte, 0, 32<<10)
 	w := func(s string) {
-		var n [4]byte
-		binary.LittleEndian.PutUint32(n[:], uint32(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		if len(buf)+4+len(s) > cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(s)))
+		if len(s) > cap(buf)-len(buf) {
+			h.Write(buf)
+			h.Write([]byte(s))
+			buf = buf[:0]
+			return
+		}
+		buf = append(buf, s...)
 	}
+	var num [12]byte
+	wn := func(n int) { w(string(strconv.AppendInt(num[:0], int64(n), 10))) }
 	w("allocd-inputs-1")
 	w(string(b.Model))
 	w(string(b.Delivery))
@@ -446,19 +466,20 @@ func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
 		w(b.Strategy)
 		writeMap(w, b.Config)
 	}
-	w(strconv.Itoa(len(queues)))
+	wn(len(queues))
 	for _, q := range queues {
 		w(q.Topic)
 		w(q.BrokerName)
-		w(strconv.Itoa(int(q.QueueID)))
+		wn(int(q.QueueID))
 	}
-	w(strconv.Itoa(len(ms)))
+	wn(len(ms))
 	for _, m := range ms {
 		w(m.key)
 		if plugin {
 			writeMap(w, m.labels)
 		}
 	}
+	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

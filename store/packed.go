@@ -1,13 +1,11 @@
 package store
 
 import (
-	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/allocd/allocd/abi"
@@ -76,15 +74,13 @@ type queueRun struct {
 
 // MarshalJSON writes the generation's record with its assignments packed.
 func (g Generation) MarshalJSON() ([]byte, error) {
-	r := generationRecord{
-		Group: g.Group, Topic: g.Topic, Number: g.Number, CIDs: g.CIDs, Inputs: g.Inputs,
-		Plugin: g.Plugin, PluginVersion: g.PluginVersion, At: g.At, Handoffs: g.Handoffs,
+	if g.Assignment == nil && len(g.Target) == 0 && len(g.Handoffs) == 0 {
+		return json.Marshal(generationRecord{
+			Group: g.Group, Topic: g.Topic, Number: g.Number, CIDs: g.CIDs, Inputs: g.Inputs,
+			Plugin: g.Plugin, PluginVersion: g.PluginVersion, At: g.At,
+		})
 	}
-	if g.Assignment != nil || len(g.Target) > 0 || len(g.Handoffs) > 0 {
-		r.Packed = pack(g.Assignment, g.Target, g.Handoffs)
-		r.Handoffs = nil
-	}
-	return json.Marshal(r)
+	return appendPackedRecord(nil, &g)
 }
 
 // UnmarshalJSON reads a record in the packed form or the one before it.
@@ -110,132 +106,6 @@ func (g *Generation) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("generation %q/%q: %w", r.Group, r.Topic, err)
 	}
 	return nil
-}
-
-// pack builds the queue table of assignment and target and codes their lists over it.
-func pack(assignment, target map[string][]abi.Queue, handoffs []model.Handoff) *packedAssignments {
-	held := map[string][]abi.Queue{}
-	var runs []handoffRun
-	for _, h := range handoffs {
-		k := h.From + "\x00" + h.To + "\x00" + h.Since.String() + "\x00" + h.Deadline.String()
-		if _, ok := held[k]; !ok {
-			runs = append(runs, handoffRun{From: h.From, To: h.To, Since: h.Since, Deadline: h.Deadline, Queues: k})
-		}
-		held[k] = append(held[k], h.Queue)
-	}
-	t := newQueueTable(assignment, target, held)
-	p := &packedAssignments{Format: packedFormat, Queues: t.runs()}
-	var buf []byte
-	list := func(qs []abi.Queue) string {
-		buf = buf[:0]
-		prev := -1
-		for _, q := range qs {
-			i := t.index(q)
-			buf = binary.AppendVarint(buf, int64(i-prev))
-			prev = i
-		}
-		return base64.RawStdEncoding.EncodeToString(buf)
-	}
-	code := func(m map[string][]abi.Queue) map[string]string {
-		out := make(map[string]string, len(m))
-		for key, qs := range m {
-			out[key] = list(qs)
-		}
-		return out
-	}
-	for i := range runs {
-		runs[i].Queues = list(held[runs[i].Queues])
-	}
-	p.Handoffs = runs
-	if assignment != nil {
-		p.Assignment = code(assignment)
-	}
-	if len(target) > 0 {
-		p.Target = code(target)
-	}
-	return p
-}
-
-// queueTable numbers the distinct queues of some assignments in canonical order (topic,
-// broker, id), built per broker so that 100,000 queues are never sorted as structs.
-type queueTable struct {
-	brokers []tableBroker
-	byName  map[[2]string]int
-	last    int // the broker of the previous lookup: lists run along one broker
-}
-
-type tableBroker struct {
-	topic, name string
-	ids         []int32 // sorted, distinct
-	base        int     // the table index of ids[0]
-}
-
-func newQueueTable(ms ...map[string][]abi.Queue) *queueTable {
-	t := &queueTable{byName: map[[2]string]int{}, last: -1}
-	for _, m := range ms {
-		for _, qs := range m {
-			for _, q := range qs {
-				b := t.broker(q)
-				if b < 0 {
-					b = len(t.brokers)
-					t.byName[[2]string{q.Topic, q.BrokerName}] = b
-					t.brokers = append(t.brokers, tableBroker{topic: q.Topic, name: q.BrokerName})
-				}
-				t.last = b
-				t.brokers[b].ids = append(t.brokers[b].ids, q.QueueID)
-			}
-		}
-	}
-	slices.SortFunc(t.brokers, func(a, b tableBroker) int {
-		return cmp.Or(strings.Compare(a.topic, b.topic), strings.Compare(a.name, b.name))
-	})
-	base := 0
-	for i := range t.brokers {
-		b := &t.brokers[i]
-		t.byName[[2]string{b.topic, b.name}] = i
-		slices.Sort(b.ids)
-		b.ids = slices.Compact(b.ids)
-		b.base = base
-		base += len(b.ids)
-	}
-	t.last = -1
-	return t
-}
-
-// broker is the position of q's broker in t.brokers, -1 if none.
-func (t *queueTable) broker(q abi.Queue) int {
-	if t.last >= 0 {
-		if b := &t.brokers[t.last]; b.name == q.BrokerName && b.topic == q.Topic {
-			return t.last
-		}
-	}
-	if b, ok := t.byName[[2]string{q.Topic, q.BrokerName}]; ok {
-		return b
-	}
-	return -1
-}
-
-// index is q's number in the table; q is one of the queues it was built from.
-func (t *queueTable) index(q abi.Queue) int {
-	b := t.broker(q)
-	t.last = b
-	i, _ := slices.BinarySearch(t.brokers[b].ids, q.QueueID)
-	return t.brokers[b].base + i
-}
-
-// runs lists the table as runs of consecutive ids.
-func (t *queueTable) runs() []queueRun {
-	var out []queueRun
-	for _, b := range t.brokers {
-		for i, id := range b.ids {
-			if i > 0 && b.ids[i-1]+1 == id {
-				out[len(out)-1].Count++
-				continue
-			}
-			out = append(out, queueRun{Topic: b.topic, Broker: b.name, First: id, Count: 1})
-		}
-	}
-	return out
 }
 
 // maxPackedQueues bounds the table a record may declare: a damaged record must not make the

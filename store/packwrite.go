@@ -1,0 +1,205 @@
+package store
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+)
+
+// appendPackedRecord appends g's record in the packed form: the bytes json.Marshal writes for a
+// generationRecord with Packed set (TestPackedRecordIsJSON compares them), written in one pass
+// into one buffer, each list's base64 straight from its varints, with no intermediate
+// packedAssignments, maps of coded strings or re-scan of the output.
+func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
+	// Handoffs that share their members and times, in order of first appearance.
+	type handoffKey struct {
+		from, to        string
+		since, deadline time.Time
+	}
+	type run struct {
+		handoffKey
+		qs []abi.Queue
+	}
+	var runs []run
+	if len(g.Handoffs) > 0 {
+		at := map[handoffKey]int{}
+		for _, h := range g.Handoffs {
+			k := handoffKey{h.From, h.To, h.Since, h.Deadline}
+			i, ok := at[k]
+			if !ok {
+				i = len(runs)
+				at[k] = i
+				runs = append(runs, run{handoffKey: k})
+			}
+			runs[i].qs = append(runs[i].qs, h.Queue)
+		}
+	}
+	t := newTableBuilder()
+	for _, m := range []map[string][]abi.Queue{g.Assignment, g.Target} {
+		for _, qs := range m {
+			t.add(qs)
+		}
+	}
+	for _, r := range runs {
+		t.add(r.qs)
+	}
+	t.build()
+
+	// The members' keys, sorted once for the maps that have the same keys (CIDs and Assignment
+	// usually do, Target often).
+	keys := slices.Sorted(maps.Keys(g.Assignment))
+	var err error
+	b = append(b, `{"group":`...)
+	b = appendJSONString(b, g.Group)
+	b = append(b, `,"topic":`...)
+	b = appendJSONString(b, g.Topic)
+	b = append(b, `,"number":`...)
+	b = strconv.AppendInt(b, g.Number, 10)
+	if len(g.CIDs) > 0 {
+		b = append(b, `,"cids":{`...)
+		for i, k := range sortedKeys(g.CIDs, keys) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, g.CIDs[k])
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"inputs":`...)
+	b = appendJSONString(b, g.Inputs)
+	if g.Plugin != "" {
+		b = append(b, `,"plugin":`...)
+		b = appendJSONString(b, g.Plugin)
+	}
+	if g.PluginVersion != "" {
+		b = append(b, `,"pluginVersion":`...)
+		b = appendJSONString(b, g.PluginVersion)
+	}
+	b = append(b, `,"at":`...)
+	if b, err = appendJSONTime(b, g.At); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"packed":{"format":"`+packedFormat+`","queues":`...)
+	rs := t.runs()
+	if rs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, r := range rs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"topic":`...)
+			b = appendJSONString(b, r.Topic)
+			b = append(b, `,"broker":`...)
+			b = appendJSONString(b, r.Broker)
+			b = append(b, `,"first":`...)
+			b = strconv.AppendInt(b, int64(r.First), 10)
+			b = append(b, `,"count":`...)
+			b = strconv.AppendInt(b, int64(r.Count), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	var scratch []byte
+	list := func(b []byte, qs []abi.Queue) []byte {
+		scratch = scratch[:0]
+		prev := -1
+		for _, q := range qs {
+			i := t.Index(q)
+			scratch = binary.AppendVarint(scratch, int64(i-prev))
+			prev = i
+		}
+		b = append(b, '"')
+		b = base64.RawStdEncoding.AppendEncode(b, scratch)
+		return append(b, '"')
+	}
+	code := func(b []byte, m map[string][]abi.Queue, keys []string) []byte {
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = list(b, m[k])
+		}
+		return append(b, '}')
+	}
+	b = append(b, `,"assignment":`...)
+	if g.Assignment == nil {
+		b = append(b, "null"...)
+	} else {
+		b = code(b, g.Assignment, keys)
+	}
+	if len(g.Target) > 0 {
+		b = append(b, `,"target":`...)
+		b = code(b, g.Target, sortedKeys(g.Target, keys))
+	}
+	if len(runs) > 0 {
+		b = append(b, `,"handoffs":[`...)
+		for i, r := range runs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"from":`...)
+			b = appendJSONString(b, r.from)
+			b = append(b, `,"to":`...)
+			b = appendJSONString(b, r.to)
+			b = append(b, `,"since":`...)
+			if b, err = appendJSONTime(b, r.since); err != nil {
+				return nil, err
+			}
+			b = append(b, `,"deadline":`...)
+			if b, err = appendJSONTime(b, r.deadline); err != nil {
+				return nil, err
+			}
+			b = append(b, `,"queues":`...)
+			b = list(b, r.qs)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}}"...), nil
+}
+
+// sortedKeys are m's keys in order: like, a sorted list, when m has exactly those keys.
+func sortedKeys[V any](m map[string]V, like []string) []string {
+	if len(m) == len(like) && !slices.ContainsFunc(like, func(k string) bool { _, ok := m[k]; return !ok }) {
+		return like
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
+// appendJSONString appends s as encoding/json writes it: plain ASCII as it is, anything else
+// (quotes, controls, HTML's <, > and &, non-ASCII) through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendJSONTime appends t as encoding/json writes a time.Time (RFC 3339 with nanoseconds,
+// refused outside the years 0-9999).
+func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '"'), nil
+}

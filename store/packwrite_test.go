@@ -1,0 +1,55 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
+)
+
+// The hand-written packed record is exactly what encoding/json writes for the same record:
+// decoded and encoded again by encoding/json, it comes back byte for byte, escapes included.
+func TestPackedRecordIsJSON(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	q := func(broker string, id int32) abi.Queue {
+		return abi.Queue{Topic: "T<&>", BrokerName: broker, QueueID: id}
+	}
+	gens := []Generation{
+		{Group: "g", Topic: "T", Target: map[string][]abi.Queue{"a": {q("b", 1)}}},
+		{Group: "g\"q", Topic: "T<&>", Number: 9, Inputs: "in\u2028", Plugin: "p", PluginVersion: "v\\", At: at,
+			CIDs: map[string]string{"z": "z@1", "é": "e@\x01", "a": "a<b>"},
+			Assignment: map[string][]abi.Queue{
+				"z": {q("b", 3), q("b", 1), q("a", 70000)}, "é": {}, "a": {q("a", 0), q("a", 2), q("a", 1)},
+			},
+			Target: map[string][]abi.Queue{"a": {q("a", 0)}, "z": {q("b", 3), q("b", 2)}},
+			Handoffs: []model.Handoff{
+				{Queue: q("b", 2), From: "é", To: "z", Since: at, Deadline: at.Add(time.Minute)},
+				{Queue: q("a", 2), From: "a", To: "z", Since: at, Deadline: at.Add(time.Hour)},
+				{Queue: q("b", 3), From: "é", To: "z", Since: at, Deadline: at.Add(time.Minute)},
+			}},
+	}
+	for _, g := range gens {
+		b, err := g.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r generationRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("%v in %s", err, b)
+		}
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, b) {
+			t.Errorf("wrote\n%s\nencoding/json writes\n%s", b, again)
+		}
+	}
+	bad := Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{}, At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := bad.MarshalJSON(); err == nil {
+		t.Error("a time in the year 10000 was written")
+	}
+}
