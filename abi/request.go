@@ -51,6 +51,8 @@ type Encoder struct {
 	// pending are consumer ids in the table but not yet in index, with their ids (appendConsumers).
 	pending    []string
 	pendingIDs []uint32
+	// pendingLookups counts the strings interned while pending was set (intern).
+	pendingLookups int
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
 	// sorted: EncodeCanonical has seen the consumers in order.
@@ -302,14 +304,33 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
-// intern returns the string's index in the table, adding it once.
+// intern returns the string's index in the table, adding it once. While consumer ids are pending
+// (appendConsumers: sorted, not in the map), the first few strings after them (a binding's
+// config) are looked up among them by binary search, and only a section that interns more (labels,
+// previous owners) moves them into the map: 64 map insertions were 15k instructions of a
+// whole-group call whose only later strings are "vnodes" and "10" (RATIONALE.md).
 func (e *Encoder) intern(s string) uint32 {
 	if e.pending != nil {
+		if e.pendingLookups < maxLinearStrings {
+			e.pendingLookups++
+			if id, ok := e.index[s]; ok {
+				return id
+			}
+			if k, ok := slices.BinarySearch(e.pending, s); ok {
+				return e.pendingIDs[k] // the first of a repeated id: the same id for every copy
+			}
+			return e.add(s)
+		}
 		e.indexPending()
 	}
 	if id, ok := e.index[s]; ok {
 		return id
 	}
+	return e.add(s)
+}
+
+// add appends s to the table and the map.
+func (e *Encoder) add(s string) uint32 {
 	id := uint32(len(e.offsets) - 1)
 	e.index[s] = id
 	e.blob = append(e.blob, s...)
@@ -353,7 +374,7 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 		dst = le.AppendUint32(dst, id)
 		e.pendingIDs = append(e.pendingIDs, id)
 	}
-	e.pending = list
+	e.pending, e.pendingLookups = list, 0
 	return dst
 }
 
