@@ -70,6 +70,8 @@ type queueCache struct {
 	names    []string
 	section  []byte
 	unsorted bool
+	// frozen: qs is the caller's slice (Request.QueuesFrozen), not a copy of its own.
+	frozen bool
 }
 
 // EncodeCanonical is Canonicalize(r) followed by Encode, with the queues' order checked in the
@@ -151,7 +153,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			dst = le.AppendUint32(dst, e.intern(r.Group))
 			dst = le.AppendUint32(dst, 0)
 		case SectionQueues:
-			dst = e.appendQueuesCached(dst, r.Group, r.Queues)
+			dst = e.appendQueuesCached(dst, r.Group, r.Queues, r.QueuesFrozen)
 		case SectionConsumers:
 			dst = e.appendConsumers(dst, r.Consumers)
 		case SectionTargets:
@@ -257,8 +259,10 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 // headers mean equal strings, which are immutable), compared as raw memory in one memequal. A
 // rebalance usually changes the consumers, not the queues, and a whole-group call of 1,024 queues
 // spent a fifth of its host side on writing the records (RATIONALE.md). A miss costs the
-// comparison, which stops at the first difference, and a copy of the queues.
-func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byte {
+// comparison, which stops at the first difference, and a copy of the queues. With frozen
+// (Request.QueuesFrozen) the cache keeps qs itself, and the same slice again compares equal by
+// address alone (memequal's first test).
+func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue, frozen bool) []byte {
 	c := &e.queues
 	if len(qs) > 0 && len(qs) == len(c.qs) && group == c.group && bytes.Equal(queueBytes(qs), queueBytes(c.qs)) {
 		for _, s := range c.names { // the same strings in the same order: the same ids
@@ -273,7 +277,14 @@ func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byt
 	order, unsorted := e.order, e.unsorted
 	e.order, e.unsorted, e.record, e.recording = true, false, e.record[:0], true
 	dst = e.appendQueues(dst, qs)
-	c.qs = append(c.qs[:0], qs...)
+	switch {
+	case frozen:
+		c.qs, c.frozen = qs, true
+	case c.frozen: // c.qs is a caller's frozen slice: never written
+		c.qs, c.frozen = slices.Clone(qs), false
+	default:
+		c.qs = append(c.qs[:0], qs...)
+	}
 	c.group = group
 	c.names = append(c.names[:0], e.record...)
 	c.unsorted = e.unsorted

@@ -249,23 +249,25 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 	v := s.s.Version().Hash
 	topic := topicOf(mqAll)
 	e := c.last.Load()
-	if e == nil || e.group != group || e.topic != topic {
+	if e == nil || e.group != group || e.topic != topic || !e.answers(v, mqAll, cidAll) {
 		c.mu.Lock()
-		e = c.m[[2]string{group, topic}]
+		m := c.m[[2]string{group, topic}]
 		c.mu.Unlock()
-	}
-	if e == nil || e.version != v || !sameQueues(mqAll, e.mqAll) || !sameStrings(cidAll, e.cidAll) {
-		if !slices.Contains(cidAll, cid) {
+		switch {
+		case m != nil && m != e && m.answers(v, mqAll, cidAll):
+			e = m
+		case !slices.Contains(cidAll, cid):
 			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
-		}
-		if e, err = c.compute(s, group, topic, e, mqAll, cidAll); err != nil {
-			return nil, false, err
+		default:
+			if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
+				return nil, false, err
+			}
 		}
 	}
+	i, ok := e.index(cid)
 	if c.last.Load() != e {
 		c.last.Store(e)
 	}
-	i, ok := e.index(cid)
 	if !ok {
 		return nil, false, nil
 	}
@@ -281,6 +283,11 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 		out[k] = mqAll[q]
 	}
 	return out, true, nil
+}
+
+// answers reports whether e is the answer of plugin version v to mqAll and cidAll.
+func (e *cached) answers(v string, mqAll []*primitive.MessageQueue, cidAll []string) bool {
+	return e.version == v && sameQueues(mqAll, e.mqAll) && sameStrings(cidAll, e.cidAll)
 }
 
 // lastGood returns the last good answer for cid of (group, topic), as values, or nil.
@@ -324,7 +331,8 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 		e.sorted = slices.Clone(cidAll)
 		slices.Sort(e.sorted)
 	}
-	req := &abi.Request{Group: group, Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config}
+	// e.queues is never written once built: the encoder may keep it and know it by its address.
+	req := &abi.Request{Group: group, Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config, QueuesFrozen: true}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	resp, ver, err := s.s.AssignOwners(ctx, req)
 	cancel()
@@ -359,22 +367,18 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 func (e *cached) fromOwners(owners []int32) {
 	n := len(e.sorted)
 	e.start = make([]int32, n+1)
+	if e.qperm == nil && e.runsOf(owners) {
+		return // consumer i's queues are mqAll[start[i]:start[i+1]]
+	}
+	clear(e.start)
 	after := e.start[1:]
-	// descents ORs the differences of consecutive owners: negative when one decreases or a
-	// queue has no owner (NoOwner is -1 and owners lie in [0, n)).
-	descents, prev := int32(0), int32(0)
 	for _, o := range owners {
-		descents |= o | (o - prev)
-		prev = o
 		if o >= 0 {
 			after[o]++
 		}
 	}
 	for i := range n {
 		after[i] += e.start[i]
-	}
-	if e.runs = descents >= 0 && e.qperm == nil; e.runs {
-		return // consumer i's queues are mqAll[start[i]:start[i+1]]
 	}
 	e.flat = make([]int32, e.start[n])
 	next := slices.Clone(e.start[:n])
@@ -387,6 +391,32 @@ func (e *cached) fromOwners(owners []int32) {
 			next[o]++
 		}
 	}
+}
+
+// runsOf reports whether owners never decrease and leave no queue without an owner, as AVG's
+// answer does, and then sets start (consumer i's queues are queues start[i] to start[i+1]) and
+// runs. It looks at each owner once and writes start only where the owner changes: a third of the
+// instructions of counting every consumer's queues (RATIONALE.md).
+func (e *cached) runsOf(owners []int32) bool {
+	n := int32(len(e.sorted))
+	prev := int32(0)
+	for q, o := range owners {
+		if o == prev {
+			continue
+		}
+		if o < prev || o >= n { // a descent, or NoOwner (-1) (the host checked o < n)
+			return false
+		}
+		for k := prev + 1; k <= o; k++ {
+			e.start[k] = int32(q)
+		}
+		prev = o
+	}
+	for k := prev + 1; k <= n; k++ {
+		e.start[k] = int32(len(owners))
+	}
+	e.runs = true
+	return true
 }
 
 // fromResults fills start and flat from a list-form answer, parallel to e.sorted.
