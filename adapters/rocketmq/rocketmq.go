@@ -29,6 +29,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
+	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -54,7 +55,8 @@ type Config struct {
 	// Logger receives failures and reloads; OnError, when set, hears every failed Allocate.
 	Logger  zerolog.Logger
 	OnError func(error)
-	// Timeout bounds one computation (2 s).
+	// Timeout bounds one computation (2 s): the wait for the plugin and its call, whose
+	// deadline (host.Config.Timeout) it is too.
 	Timeout time.Duration
 }
 
@@ -90,6 +92,7 @@ func NewStrategy(ctx context.Context, cfg Config) (*Strategy, error) {
 	}
 	s, err := strategy.Open(ctx, strategy.Config{
 		File: cfg.PluginFile, Daemon: cfg.Daemon, Name: cfg.Strategy, CacheDir: cfg.CacheDir, Logger: cfg.Logger,
+		Host: host.Config{Timeout: cfg.Timeout}, // the plugin's own deadline too
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rocketmq: %w", err)
