@@ -120,83 +120,85 @@ func decodeOwners(b []byte, r *Response) error {
 // caller that reads the owners itself (one owner per queue is what it wants) skips the lists'
 // allocation and their fill (RATIONALE.md).
 func CheckOwners(r *Request, owners []int32) error {
-	_, _, _, err := checkOwners(r, owners, false)
-	return err
-}
-
-// checkOwners is CheckOwners; with count it also returns counts (counts[o+1] is consumer o's
-// number of queues), whether the owners never decrease with none missing (then every consumer's
-// queues are a run of consecutive queues, as AVG gives), and the first index of every consumer's
-// id (nil when the ids are distinct).
-func checkOwners(r *Request, owners []int32, count bool) (counts []int, runs bool, first []int32, err error) {
 	if r.Targets != nil {
-		return nil, false, nil, errorf("owner-form answer to a request with targets")
+		return errorf("owner-form answer to a request with targets")
 	}
 	nq, nc := len(r.Queues), len(r.Consumers)
 	if len(owners) != nq {
-		return nil, false, nil, errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
+		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
 	}
-	// first[i] is the first index of consumer i's id: only first occurrences own queues, and a
-	// repeated id's results are the first one's. With distinct ids in canonical order (the
-	// host's requests) every index is its own first, and first stays nil.
-	sorted := slices.IsSorted(r.Consumers)
+	for q, o := range owners {
+		if uint32(o) >= uint32(nc) && o != NoOwner {
+			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+		}
+	}
+	return checkRepeats(r, owners, firstOwners(r.Consumers))
+}
+
+// firstOwners returns the first index of every consumer's id: only first occurrences own queues,
+// and a repeated id's results are the first one's. With distinct ids in canonical order (the
+// host's requests) every index is its own first, and it returns nil.
+func firstOwners(consumers []string) []int32 {
+	sorted := slices.IsSorted(consumers)
 	distinct := sorted
-	for i := 1; distinct && i < nc; i++ {
-		distinct = r.Consumers[i] != r.Consumers[i-1]
+	for i := 1; distinct && i < len(consumers); i++ {
+		distinct = consumers[i] != consumers[i-1]
 	}
-	if !distinct {
-		first = firstIndices(r.Consumers, sorted)
+	if distinct {
+		return nil
 	}
-	if count {
-		counts = make([]int, nc+1)
+	return firstIndices(consumers, sorted)
+}
+
+// checkRepeats refuses an owner that is not the first index of its id (first from firstOwners).
+func checkRepeats(r *Request, owners, first []int32) error {
+	if first == nil {
+		return nil
 	}
-	// descents ORs the differences of consecutive owners: its sign bit is set when one decreases
-	// (owners lie in [0, nc), so no difference overflows). Non-decreasing owners with none missing,
-	// as AVG gives, make every consumer's list a run of consecutive queues.
-	descents, prev := int32(0), int32(0)
-	if count {
-		after := counts[1:] // after[o] counts owner o's queues
-		for q, o := range owners {
-			if uint32(o) < uint32(len(after)) {
-				after[o]++
-				descents |= o - prev
-				prev = o
-			} else if o == NoOwner {
-				descents = -1
-			} else {
-				return nil, false, nil, errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
-			}
-		}
-	} else {
-		for q, o := range owners {
-			if uint32(o) >= uint32(nc) && o != NoOwner {
-				return nil, false, nil, errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
-			}
+	for q, o := range owners {
+		if o >= 0 && first[o] != o {
+			return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
 		}
 	}
-	if first != nil {
-		for q, o := range owners {
-			if o >= 0 && first[o] != o {
-				return nil, false, nil, errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
-			}
-		}
-	}
-	return counts, descents >= 0, first, nil
+	return nil
 }
 
 // resolveOwners checks an owner-form answer against its request and writes the equivalent
 // Results: one per consumer, its queues in mqAll order, all of them slices of one array.
 func resolveOwners(r *Request, resp *Response) error {
-	counts, runs, first, err := checkOwners(r, resp.Owners, true)
-	if err != nil {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
+	nq, nc := len(r.Queues), len(r.Consumers)
+	if len(resp.Owners) != nq {
+		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
+	}
+	first := firstOwners(r.Consumers)
+	counts := make([]int, nc+1)
+	after := counts[1:] // after[o] counts owner o's queues
+	// descents ORs the differences of consecutive owners: its sign bit is set when one decreases
+	// (owners lie in [0, nc), so no difference overflows). Non-decreasing owners with none missing,
+	// as AVG gives, make every consumer's list a run of consecutive queues.
+	descents, prev := int32(0), int32(0)
+	for q, o := range resp.Owners {
+		if uint32(o) < uint32(len(after)) {
+			after[o]++
+			descents |= o - prev
+			prev = o
+		} else if o == NoOwner {
+			descents = -1
+		} else {
+			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+		}
+	}
+	if err := checkRepeats(r, resp.Owners, first); err != nil {
 		return err
 	}
-	nc := len(r.Consumers)
 	for o := range nc {
 		counts[o+1] += counts[o]
 	}
 	flat := make([]int, counts[nc])
-	if runs { // queue q is at position q
+	if descents >= 0 { // queue q is at position q
 		for q := range flat {
 			flat[q] = q
 		}
