@@ -398,7 +398,7 @@ func (e *cached) fromOwners(owners []int32) {
 
 // runsOf reports whether owners never decrease and leave no queue without an owner, as AVG's
 // answer does, and then sets start (consumer i's queues are queues start[i] to start[i+1]) and
-// runs. It looks at each owner once and writes start only where the owner changes: a third of the
+// runs. It looks at each owner once and writes start only where the owner changes: half the
 // instructions of counting every consumer's queues (RATIONALE.md).
 func (e *cached) runsOf(owners []int32) bool {
 	n := int32(len(e.sorted))
