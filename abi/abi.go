@@ -87,6 +87,12 @@ type Request struct {
 	PrevOwners []string
 	// Config is the binding's configuration (plugin settings such as "vnodes").
 	Config map[string]string
+	// QueuesFrozen promises that Queues (its array, and so its strings) is never modified once
+	// the request has been encoded: an Encoder then keeps a reference to it instead of a copy
+	// and recognises it again by its address, without comparing 40 bytes a queue. A client that
+	// asks again about the same queues with other consumers (the rocketmq adapter's cache miss
+	// on an unchanged mqAll) sets it on a slice it owns. It is not part of the encoding.
+	QueuesFrozen bool
 }
 
 // NumTargets is the number of results a response to r must carry.

@@ -2,6 +2,7 @@ package abi_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -308,4 +309,84 @@ func TestEncoderReuseIsFresh(t *testing.T) {
 			t.Fatalf("unsorted queues through EncodeCanonical:\n%x\nwant\n%x", got, want)
 		}
 	}
+}
+
+// A request with QueuesFrozen is encoded as any other; the encoder keeps the frozen slice itself,
+// so a later request with other queues must not write into it, and the frozen slice again, or
+// an equal copy, is encoded as a fresh encoder writes it.
+func TestEncoderFrozenQueues(t *testing.T) {
+	frozen := append(queues("T", "b0", 3), queues("T", "b1", 2)...)
+	keep := slices.Clone(frozen)
+	other := queues("U", "b9", 4)
+	var e abi.Encoder
+	for i, req := range []*abi.Request{
+		{Group: "g", Queues: frozen, Consumers: []string{"c1", "c2"}, QueuesFrozen: true},
+		{Group: "g", Queues: frozen, Consumers: []string{"c1", "c3"}, QueuesFrozen: true},
+		{Group: "g", Queues: other, Consumers: []string{"c1"}},
+		{Group: "g", Queues: slices.Clone(other), Consumers: []string{"c2"}, QueuesFrozen: true},
+		{Group: "g", Queues: frozen, Consumers: []string{"c4"}},
+		{Group: "g", Queues: slices.Clone(keep), Consumers: []string{"c4"}, QueuesFrozen: true},
+		{Group: "g", Queues: other, Consumers: []string{"c1"}},
+	} {
+		got, err := e.EncodeCanonical(nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := abi.EncodeRequest(nil, req)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("request %d: the reused encoder wrote\n%x\nwant\n%x", i, got, want)
+		}
+		if !slices.Equal(frozen, keep) {
+			t.Fatalf("request %d: the frozen queues were written: %v", i, frozen)
+		}
+	}
+}
+
+// Strings interned after sorted consumer ids (config, labels) that equal one of the ids get its
+// id, both while the ids are looked up by binary search and once enough strings have moved them
+// into the map.
+func TestEncoderStringsAfterConsumers(t *testing.T) {
+	cids := []string{"c0", "c1", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"}
+	for _, n := range []int{1, 3, 20} {
+		r := &abi.Request{Group: "g", Queues: queues("T", "b0", 2), Consumers: cids, Config: map[string]string{}}
+		for i := range n {
+			r.Config[cids[i%len(cids)]] = cids[(i+3)%len(cids)] + "x"[:i%2]
+		}
+		var e abi.Encoder
+		b, err := e.EncodeCanonical(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := abi.DecodeRequest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Consumers, cids) || !maps.Equal(got.Config, r.Config) {
+			t.Fatalf("%d config entries: decoded %v %v, want %v %v", n, got.Consumers, got.Config, cids, r.Config)
+		}
+		// Every distinct string is in the table once: a config string equal to an id is the id.
+		distinct := map[string]bool{"g": true, "T": true, "b0": true}
+		for _, c := range cids {
+			distinct[c] = true
+		}
+		for k, val := range r.Config {
+			distinct[k], distinct[val] = true, true
+		}
+		if got := stringCount(t, b); got != len(distinct) {
+			t.Fatalf("%d config entries: %d strings in the table, want %d", n, got, len(distinct))
+		}
+	}
+}
+
+// stringCount reads the count of an encoded request's STRINGS section from its directory.
+func stringCount(t *testing.T, b []byte) int {
+	le := binary.LittleEndian
+	for i := range int(le.Uint32(b[12:])) {
+		d := b[16+12*i:]
+		if le.Uint32(d) == abi.SectionStrings {
+			return int(le.Uint32(b[le.Uint32(d[4:]):]))
+		}
+	}
+	t.Fatal("no STRINGS section")
+	return 0
 }

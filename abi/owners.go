@@ -114,6 +114,55 @@ func decodeOwners(b []byte, r *Response) error {
 	return nil
 }
 
+// CheckOwners checks an owner-form answer (one entry per queue of the whole-group request r: a
+// consumer index, or NoOwner) as Validate does, without building the per-consumer lists: every
+// entry is NoOwner or an index in [0, len(r.Consumers)) that is the first of its consumer id. A
+// caller that reads the owners itself (one owner per queue is what it wants) skips the lists'
+// allocation and their fill (RATIONALE.md).
+func CheckOwners(r *Request, owners []int32) error {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
+	nq, nc := len(r.Queues), len(r.Consumers)
+	if len(owners) != nq {
+		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
+	}
+	for q, o := range owners {
+		if uint32(o) >= uint32(nc) && o != NoOwner {
+			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+		}
+	}
+	return checkRepeats(r, owners, firstOwners(r.Consumers))
+}
+
+// firstOwners returns the first index of every consumer's id: only first occurrences own queues,
+// and a repeated id's results are the first one's. With distinct ids in canonical order (the
+// host's requests) every index is its own first, and it returns nil.
+func firstOwners(consumers []string) []int32 {
+	sorted := slices.IsSorted(consumers)
+	distinct := sorted
+	for i := 1; distinct && i < len(consumers); i++ {
+		distinct = consumers[i] != consumers[i-1]
+	}
+	if distinct {
+		return nil
+	}
+	return firstIndices(consumers, sorted)
+}
+
+// checkRepeats refuses an owner that is not the first index of its id (first from firstOwners).
+func checkRepeats(r *Request, owners, first []int32) error {
+	if first == nil {
+		return nil
+	}
+	for q, o := range owners {
+		if o >= 0 && first[o] != o {
+			return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
+		}
+	}
+	return nil
+}
+
 // resolveOwners checks an owner-form answer against its request and writes the equivalent
 // Results: one per consumer, its queues in mqAll order, all of them slices of one array.
 func resolveOwners(r *Request, resp *Response) error {
@@ -124,18 +173,7 @@ func resolveOwners(r *Request, resp *Response) error {
 	if len(resp.Owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
 	}
-	// first[i] is the first index of consumer i's id: only first occurrences own queues, and a
-	// repeated id's results are the first one's. With distinct ids in canonical order (the
-	// host's requests) every index is its own first, and first stays nil.
-	sorted := slices.IsSorted(r.Consumers)
-	distinct := sorted
-	for i := 1; distinct && i < nc; i++ {
-		distinct = r.Consumers[i] != r.Consumers[i-1]
-	}
-	var first []int32
-	if !distinct {
-		first = firstIndices(r.Consumers, sorted)
-	}
+	first := firstOwners(r.Consumers)
 	counts := make([]int, nc+1)
 	after := counts[1:] // after[o] counts owner o's queues
 	// descents ORs the differences of consecutive owners: its sign bit is set when one decreases
@@ -153,12 +191,8 @@ func resolveOwners(r *Request, resp *Response) error {
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
 		}
 	}
-	if first != nil {
-		for q, o := range resp.Owners {
-			if o >= 0 && first[o] != o {
-				return errorf("queue %d (%s): owner index %d repeats consumer %q (index %d)", q, r.Queues[q], o, r.Consumers[o], first[o])
-			}
-		}
+	if err := checkRepeats(r, resp.Owners, first); err != nil {
+		return err
 	}
 	for o := range nc {
 		counts[o+1] += counts[o]

@@ -185,3 +185,30 @@ func TestResolveOwnersShapes(t *testing.T) {
 		}
 	}
 }
+
+// CheckOwners accepts and refuses exactly what ResolveOwners does: owners out of range, an owner
+// that repeats an earlier id, the wrong count, and a request with targets.
+func TestCheckOwnersAgreesWithResolve(t *testing.T) {
+	targeted := ownersRequest(2, "a", "b")
+	targeted.Targets = []string{"a"}
+	for i, c := range []struct {
+		req    *abi.Request
+		owners []int32
+		ok     bool
+	}{
+		{ownersRequest(3, "a", "b"), []int32{0, 1, 0}, true},
+		{ownersRequest(3, "a", "b"), []int32{abi.NoOwner, 1, 1}, true},
+		{ownersRequest(3, "a", "a", "b"), []int32{0, 2, 0}, true},
+		{ownersRequest(3, "a", "a", "b"), []int32{0, 1, 2}, false}, // index 1 repeats "a"
+		{ownersRequest(3, "a", "b"), []int32{0, 2, 1}, false},
+		{ownersRequest(3, "a", "b"), []int32{0, -2, 1}, false},
+		{ownersRequest(3, "a", "b"), []int32{0, 1}, false},
+		{targeted, []int32{0, 0}, false},
+	} {
+		_, rerr := abi.ResolveOwners(c.req, c.owners)
+		cerr := abi.CheckOwners(c.req, c.owners)
+		if (cerr == nil) != c.ok || (rerr == nil) != c.ok {
+			t.Errorf("case %d: CheckOwners %v, ResolveOwners %v, want ok=%v", i, cerr, rerr, c.ok)
+		}
+	}
+}

@@ -51,6 +51,8 @@ type Encoder struct {
 	// pending are consumer ids in the table but not yet in index, with their ids (appendConsumers).
 	pending    []string
 	pendingIDs []uint32
+	// pendingLookups counts the strings interned while pending was set (intern).
+	pendingLookups int
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
 	// sorted: EncodeCanonical has seen the consumers in order.
@@ -68,6 +70,8 @@ type queueCache struct {
 	names    []string
 	section  []byte
 	unsorted bool
+	// frozen: qs is the caller's slice (Request.QueuesFrozen), not a copy of its own.
+	frozen bool
 }
 
 // EncodeCanonical is Canonicalize(r) followed by Encode, with the queues' order checked in the
@@ -149,7 +153,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 			dst = le.AppendUint32(dst, e.intern(r.Group))
 			dst = le.AppendUint32(dst, 0)
 		case SectionQueues:
-			dst = e.appendQueuesCached(dst, r.Group, r.Queues)
+			dst = e.appendQueuesCached(dst, r.Group, r.Queues, r.QueuesFrozen)
 		case SectionConsumers:
 			dst = e.appendConsumers(dst, r.Consumers)
 		case SectionTargets:
@@ -255,8 +259,10 @@ func (e *Encoder) appendQueues(dst []byte, qs []Queue) []byte {
 // headers mean equal strings, which are immutable), compared as raw memory in one memequal. A
 // rebalance usually changes the consumers, not the queues, and a whole-group call of 1,024 queues
 // spent a fifth of its host side on writing the records (RATIONALE.md). A miss costs the
-// comparison, which stops at the first difference, and a copy of the queues.
-func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byte {
+// comparison, which stops at the first difference, and a copy of the queues. With frozen
+// (Request.QueuesFrozen) the cache keeps qs itself, and the same slice again compares equal by
+// address alone (memequal's first test).
+func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue, frozen bool) []byte {
 	c := &e.queues
 	if len(qs) > 0 && len(qs) == len(c.qs) && group == c.group && bytes.Equal(queueBytes(qs), queueBytes(c.qs)) {
 		for _, s := range c.names { // the same strings in the same order: the same ids
@@ -271,7 +277,14 @@ func (e *Encoder) appendQueuesCached(dst []byte, group string, qs []Queue) []byt
 	order, unsorted := e.order, e.unsorted
 	e.order, e.unsorted, e.record, e.recording = true, false, e.record[:0], true
 	dst = e.appendQueues(dst, qs)
-	c.qs = append(c.qs[:0], qs...)
+	switch {
+	case frozen:
+		c.qs, c.frozen = qs, true
+	case c.frozen: // c.qs is a caller's frozen slice: never written
+		c.qs, c.frozen = slices.Clone(qs), false
+	default:
+		c.qs = append(c.qs[:0], qs...)
+	}
 	c.group = group
 	c.names = append(c.names[:0], e.record...)
 	c.unsorted = e.unsorted
@@ -302,14 +315,33 @@ func sameString(a, b string) bool {
 	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
-// intern returns the string's index in the table, adding it once.
+// intern returns the string's index in the table, adding it once. While consumer ids are pending
+// (appendConsumers: sorted, not in the map), the first few strings after them (a binding's
+// config) are looked up among them by binary search, and only a section that interns more (labels,
+// previous owners) moves them into the map: 64 map insertions were 15k instructions of a
+// whole-group call whose only later strings are "vnodes" and "10" (RATIONALE.md).
 func (e *Encoder) intern(s string) uint32 {
 	if e.pending != nil {
+		if e.pendingLookups < maxLinearStrings {
+			e.pendingLookups++
+			if id, ok := e.index[s]; ok {
+				return id
+			}
+			if k, ok := slices.BinarySearch(e.pending, s); ok {
+				return e.pendingIDs[k] // the first of a repeated id: the same id for every copy
+			}
+			return e.add(s)
+		}
 		e.indexPending()
 	}
 	if id, ok := e.index[s]; ok {
 		return id
 	}
+	return e.add(s)
+}
+
+// add appends s to the table and the map.
+func (e *Encoder) add(s string) uint32 {
 	id := uint32(len(e.offsets) - 1)
 	e.index[s] = id
 	e.blob = append(e.blob, s...)
@@ -353,7 +385,7 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 		dst = le.AppendUint32(dst, id)
 		e.pendingIDs = append(e.pendingIDs, id)
 	}
-	e.pending = list
+	e.pending, e.pendingLookups = list, 0
 	return dst
 }
 

@@ -145,6 +145,19 @@ func TestPeersAgree(t *testing.T) {
 			if !wasm.Equal(native) {
 				t.Errorf("%s %v: wasm and native answers differ", s.name, shape)
 			}
+			// The owner form as AllocateOwners hands it over, resolved here: the same answer.
+			own, err := p.AllocateOwners(ctx, req)
+			if err != nil {
+				t.Fatalf("%s %v: wasm owners: %v", s.name, shape, err)
+			}
+			if own.Owners != nil {
+				if own, err = abi.ResolveOwners(req, own.Owners); err != nil {
+					t.Fatalf("%s %v: wasm owners: %v", s.name, shape, err)
+				}
+			}
+			if !own.Equal(wasm) {
+				t.Errorf("%s %v: AllocateOwners and Allocate answers differ", s.name, shape)
+			}
 			if !s.equal {
 				continue // hash: the Go client's ring is another (CRC32) ring
 			}
@@ -234,6 +247,24 @@ func BenchmarkPeers(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := p.Allocate(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// wasm-owners: the same call for a caller that reads the owner form itself
+			// (Plugin.AllocateOwners: no per-consumer lists) and keeps its queues (QueuesFrozen:
+			// the encoder knows them by address), as the rocketmq adapter's cache miss does.
+			b.Run("wasm-owners", func(b *testing.B) {
+				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(ctx)
+				frozen := *req
+				frozen.QueuesFrozen = true
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.AllocateOwners(ctx, &frozen); err != nil {
 						b.Fatal(err)
 					}
 				}

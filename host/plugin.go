@@ -125,6 +125,20 @@ func (p *Plugin) describe(ctx context.Context, in *instance) error {
 // with abi.ValidateFor (abi.Validate unless the plugin declares "overlapping"); a failing answer
 // is an error, never returned.
 func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
+	return p.allocate(ctx, req, false)
+}
+
+// AllocateOwners is Allocate for a caller that reads an owner-form answer (ABI 1.1, ABI.md §5.4)
+// itself. When the plugin answers in the owner form, the response's Owners has one entry per
+// queue of the sorted req.Queues, checked by abi.CheckOwners (each abi.NoOwner or the first
+// index in req.Consumers of its owner's id), and its Results stay empty: the per-consumer lists
+// that Allocate builds from the owners are left out (RATIONALE.md). A list-form answer comes back
+// as Allocate returns it (Results, checked; Owners nil).
+func (p *Plugin) AllocateOwners(ctx context.Context, req *abi.Request) (*abi.Response, error) {
+	return p.allocate(ctx, req, true)
+}
+
+func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool) (*abi.Response, error) {
 	enc, _ := p.encoders.Get().(*encoder)
 	if enc == nil {
 		enc = &encoder{}
@@ -139,6 +153,9 @@ func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response,
 	err = p.Call(ctx, enc.buf, req.Config, func(out []byte) error {
 		if err := abi.DecodeResponse(out, resp); err != nil {
 			return err
+		}
+		if owners && resp.Owners != nil {
+			return abi.CheckOwners(req, resp.Owners)
 		}
 		return abi.ValidateFor(&p.info, req, resp)
 	})

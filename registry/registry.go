@@ -392,6 +392,17 @@ func (r *Registry) Module(name string) ([]byte, string, error) {
 	return v.data, v.v.Hash, nil
 }
 
+// VersionOf is the version of plugin name in force, without pinning it (two atomic loads and a
+// map lookup): for a caller that only wants to know whether the version changed.
+func (r *Registry) VersionOf(name string) (Version, bool) {
+	if e := (*r.entries.Load())[name]; e != nil {
+		if v := e.active.Load(); v != nil {
+			return v.v, true
+		}
+	}
+	return Version{}, false
+}
+
 // Acquire pins the current version of plugin name until release is called (once; later calls do
 // nothing): a reload meanwhile swaps in a new version for other callers, but this one stays open.
 // Previews and the harness use it to make several calls to one version.

@@ -243,14 +243,11 @@ func Open(ctx context.Context, cfg Config) (*Strategy, error) {
 // Name is the plugin's name.
 func (s *Strategy) Name() string { return s.name }
 
-// Version is the version serving (cheap: no lock is shared with calls or reloads).
+// Version is the version serving (cheap: no lock is shared with calls or reloads, nothing is
+// allocated), or the zero Version when none serves.
 func (s *Strategy) Version() Version {
-	p, release, err := s.reg.Acquire(s.name)
-	if err != nil {
-		return Version{}
-	}
-	defer release()
-	return Version{Hash: p.Hash(), Version: p.Info().Version}
+	v, _ := s.reg.VersionOf(s.name)
+	return v
 }
 
 func (s *Strategy) currentHash() string { return s.Version().Hash }
@@ -319,13 +316,38 @@ func (s *Strategy) AssignRequest(ctx context.Context, req *abi.Request) (*abi.Re
 	if err != nil {
 		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
 	}
+	return checkAnswer(s.name, req, resp, queues, consumers, v)
+}
+
+// AssignOwners is AssignRequest for a caller that reads an owner-form answer itself
+// (host.Plugin.AllocateOwners): when the plugin answers in the owner form, the response's Owners
+// names, checked, each queue's owner as an index into req.Consumers (the first of its id), or
+// abi.NoOwner, and its Results are empty; a list-form answer comes as AssignRequest returns it.
+// The request must be in canonical order, as for AssignRequest.
+func (s *Strategy) AssignOwners(ctx context.Context, req *abi.Request) (*abi.Response, Version, error) {
+	queues, consumers := req.Queues, req.Consumers
+	p, release, err := s.reg.Acquire(s.name)
+	if err != nil {
+		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	defer release()
+	resp, err := p.AllocateOwners(ctx, req)
+	if err != nil {
+		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	return checkAnswer(s.name, req, resp, queues, consumers, Version{Hash: p.Hash(), Version: p.Info().Version})
+}
+
+// checkAnswer refuses an answer to a request that the host had to sort (queues and consumers
+// are the caller's slices), and a list-form answer with a failed result.
+func checkAnswer(name string, req *abi.Request, resp *abi.Response, queues []abi.Queue, consumers []string, v Version) (*abi.Response, Version, error) {
 	if !sameSlice(queues, req.Queues) || !sameSlice(consumers, req.Consumers) {
 		req.Queues, req.Consumers = queues, consumers
-		return nil, Version{}, fmt.Errorf("strategy %s: request not in canonical order", s.name)
+		return nil, Version{}, fmt.Errorf("strategy %s: request not in canonical order", name)
 	}
 	for i, res := range resp.Results {
 		if res.Failed {
-			return nil, Version{}, fmt.Errorf("strategy %s: plugin failed for consumer %q: %s", s.name, req.Consumers[i], res.Err)
+			return nil, Version{}, fmt.Errorf("strategy %s: plugin failed for consumer %q: %s", name, req.Consumers[i], res.Err)
 		}
 	}
 	return resp, v, nil

@@ -273,6 +273,21 @@ func TestAssignRequest(t *testing.T) {
 			t.Errorf("consumer %d: AssignRequest %v, Assign %v", i, r.Indices, want.Owned[i])
 		}
 	}
+	// AssignOwners: averagely answers in the owner form, which names the same owners.
+	own, ov, err := s.AssignOwners(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov != want.Version || own.Owners == nil || len(own.Results) != 0 {
+		t.Fatalf("AssignOwners: version %+v, %d owners, %d results; want %+v, owners only", ov, len(own.Owners), len(own.Results), want.Version)
+	}
+	for c, owned := range want.Owned {
+		for _, q := range owned {
+			if own.Owners[q] != int32(c) {
+				t.Errorf("queue %d: AssignOwners names owner %d, Assign %d", q, own.Owners[q], c)
+			}
+		}
+	}
 	queues := req.Queues
 	req.Queues = slices.Clone(queues)
 	slices.Reverse(req.Queues)
@@ -280,6 +295,10 @@ func TestAssignRequest(t *testing.T) {
 	if _, _, err := s.AssignRequest(context.Background(), req); err == nil || !strings.Contains(err.Error(), "canonical order") {
 		t.Fatalf("out-of-order request: %v, want a refusal naming the order", err)
 	}
+	if _, _, err := s.AssignOwners(context.Background(), req); err == nil || !strings.Contains(err.Error(), "canonical order") {
+		t.Fatalf("AssignOwners, out-of-order request: %v, want a refusal naming the order", err)
+	}
+	req.Queues = reversed
 	if &req.Queues[0] != &reversed[0] {
 		t.Fatal("the refused request's queues were replaced")
 	}

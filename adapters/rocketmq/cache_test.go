@@ -92,3 +92,22 @@ func TestCacheIsBounded(t *testing.T) {
 		t.Fatalf("%d cached entries, bound %d", n, maxCached)
 	}
 }
+
+// AVG's answer on a sorted mqAll is a run of mqAll: a hit returns it in place, allocating
+// nothing, and an append to the answer copies instead of writing into the caller's mqAll.
+func TestHitOfARunAllocatesNothing(t *testing.T) {
+	s := open(t, "averagely", Config{})
+	mqAll, cidAll := rocketmqGroup(rand.New(rand.NewPCG(7, 8)), 64, 5)
+	keep := slices.Clone(mqAll)
+	got := s.Allocate("CG", cidAll[0], mqAll, cidAll) // the miss
+	if want := consumer.AllocateByAveragely("CG", cidAll[0], mqAll, cidAll); !same(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	_ = append(got, &primitive.MessageQueue{Topic: "X"})
+	if !slices.Equal(mqAll, keep) {
+		t.Fatal("an append to the answer wrote into mqAll")
+	}
+	if n := testing.AllocsPerRun(100, func() { s.Allocate("CG", cidAll[1], mqAll, cidAll) }); n != 0 {
+		t.Fatalf("a hit allocated %v times, want 0", n)
+	}
+}

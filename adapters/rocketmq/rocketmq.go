@@ -20,6 +20,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -28,6 +29,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
+	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -53,7 +55,8 @@ type Config struct {
 	// Logger receives failures and reloads; OnError, when set, hears every failed Allocate.
 	Logger  zerolog.Logger
 	OnError func(error)
-	// Timeout bounds one computation (2 s).
+	// Timeout bounds one computation (2 s): the wait for the plugin and its call, whose
+	// deadline (host.Config.Timeout) it is too.
 	Timeout time.Duration
 }
 
@@ -89,6 +92,7 @@ func NewStrategy(ctx context.Context, cfg Config) (*Strategy, error) {
 	}
 	s, err := strategy.Open(ctx, strategy.Config{
 		File: cfg.PluginFile, Daemon: cfg.Daemon, Name: cfg.Strategy, CacheDir: cfg.CacheDir, Logger: cfg.Logger,
+		Host: host.Config{Timeout: cfg.Timeout}, // the plugin's own deadline too
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rocketmq: %w", err)
@@ -110,7 +114,9 @@ func (s *Strategy) Close() error {
 // pointers from mqAll in the strategy's order. Where rocketmq-client-go's built-ins return nil
 // (an empty cid, mqAll or cidAll, a cid not in cidAll) it returns nil too; on a failure it
 // returns the last good answer for the topic (an empty, non-nil list before the first), and it
-// never panics.
+// never panics. Where the strategy gives the consumer a run of consecutive queues of mqAll (AVG
+// on mqAll sorted as the client sorts it), the answer is that run of mqAll itself, with its
+// capacity cut at its end (an append copies): nothing is allocated for it.
 func (s *Strategy) Allocate(group, cid string, mqAll []*primitive.MessageQueue, cidAll []string) (out []*primitive.MessageQueue) {
 	if cid == "" || len(mqAll) == 0 || len(cidAll) == 0 {
 		return nil
@@ -174,7 +180,7 @@ func (s *Strategy) remember(key topicKey, out []*primitive.MessageQueue) {
 func (s *Strategy) fail(key topicKey, mqAll []*primitive.MessageQueue, err error) []*primitive.MessageQueue {
 	var last []primitive.MessageQueue
 	if s.cache != nil {
-		last = s.cache.last(key.group, key.topic, key.cid)
+		last = s.cache.lastGood(key.group, key.topic, key.cid)
 	} else {
 		s.mu.Lock()
 		last = s.last[key]
@@ -210,18 +216,26 @@ func (s *Strategy) fail(key topicKey, mqAll []*primitive.MessageQueue, err error
 // a *MessageQueue in mqAll is not modified in place (the client makes new ones when a route
 // changes). Memory: at most maxCached entries, each O(len(mqAll) + len(cidAll)).
 type groupCache struct {
-	mu sync.Mutex
-	m  map[[2]string]*cached
+	// last is the entry of the latest call, checked before the map: the 64 calls of one
+	// rebalance ask for one (group, topic), and a hit then takes no lock.
+	last atomic.Pointer[cached]
+	mu   sync.Mutex
+	m    map[[2]string]*cached
 }
 
 type cached struct {
-	version string
-	mqAll   []*primitive.MessageQueue // the caller's pointers, in its order
-	cidAll  []string                  // in the caller's order
-	// sorted is cidAll sorted (cidAll itself where it is, as the client passes it), and
-	// owned[i] the queues of consumer sorted[i], as indices into mqAll.
+	group, topic string
+	version      string
+	mqAll        []*primitive.MessageQueue // the caller's pointers, in its order
+	cidAll       []string                  // in the caller's order
+	// sorted is cidAll sorted (cidAll itself where it is, as the client passes it). Consumer
+	// sorted[i]'s queues are mqAll[start[i]:start[i+1]] when runs is set (AVG's answer on an
+	// mqAll in canonical order: every consumer's queues are consecutive), and otherwise
+	// flat[start[i]:start[i+1]], as indices into mqAll in the plugin's order.
 	sorted []string
-	owned  [][]int32
+	start  []int32
+	flat   []int32
+	runs   bool
 	// queues is mqAll as the plugin's request holds it, in canonical order, and qperm maps
 	// its index to mqAll's (nil: mqAll is canonical already); a miss whose mqAll is this
 	// entry's reuses them.
@@ -236,32 +250,51 @@ const maxCached = 1024
 // cidAll.
 func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.MessageQueue, cidAll []string) (out []*primitive.MessageQueue, ok bool, err error) {
 	v := s.s.Version().Hash
-	key := [2]string{group, topicOf(mqAll)}
-	c.mu.Lock()
-	e := c.m[key]
-	c.mu.Unlock()
-	if e == nil || e.version != v || !sameQueues(mqAll, e.mqAll) || !sameStrings(cidAll, e.cidAll) {
-		if !slices.Contains(cidAll, cid) {
+	topic := topicOf(mqAll)
+	e := c.last.Load()
+	if e == nil || e.group != group || e.topic != topic || !e.answers(v, mqAll, cidAll) {
+		c.mu.Lock()
+		m := c.m[[2]string{group, topic}]
+		c.mu.Unlock()
+		switch {
+		case m != nil && m != e && m.answers(v, mqAll, cidAll):
+			e = m
+		case !slices.Contains(cidAll, cid):
 			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
-		}
-		if e, err = c.compute(s, key, e, mqAll, cidAll); err != nil {
-			return nil, false, err
+		default:
+			if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	i, ok := e.index(cid)
+	if c.last.Load() != e {
+		c.last.Store(e)
+	}
 	if !ok {
 		return nil, false, nil
 	}
+	from, to := e.start[i], e.start[i+1]
+	if e.runs {
+		// The caller's own pointers, in place: a run of mqAll, its capacity cut at its end so
+		// that an append copies rather than writes into mqAll.
+		return mqAll[from:to:to], true, nil
+	}
 	// The caller's own pointers: a hit by value answers from this mqAll, not the entry's.
-	out = make([]*primitive.MessageQueue, len(e.owned[i]))
-	for k, q := range e.owned[i] {
+	out = make([]*primitive.MessageQueue, to-from)
+	for k, q := range e.flat[from:to] {
 		out[k] = mqAll[q]
 	}
 	return out, true, nil
 }
 
-// last returns the last good answer for cid of (group, topic), as values, or nil.
-func (c *groupCache) last(group, topic, cid string) []primitive.MessageQueue {
+// answers reports whether e is the answer of plugin version v to mqAll and cidAll.
+func (e *cached) answers(v string, mqAll []*primitive.MessageQueue, cidAll []string) bool {
+	return e.version == v && sameQueues(mqAll, e.mqAll) && sameStrings(cidAll, e.cidAll)
+}
+
+// lastGood returns the last good answer for cid of (group, topic), as values, or nil.
+func (c *groupCache) lastGood(group, topic, cid string) []primitive.MessageQueue {
 	c.mu.Lock()
 	e := c.m[[2]string{group, topic}]
 	c.mu.Unlock()
@@ -272,17 +305,21 @@ func (c *groupCache) last(group, topic, cid string) []primitive.MessageQueue {
 	if !ok {
 		return nil
 	}
-	vals := make([]primitive.MessageQueue, len(e.owned[i]))
-	for k, q := range e.owned[i] {
-		vals[k] = *e.mqAll[q]
+	vals := make([]primitive.MessageQueue, 0, e.start[i+1]-e.start[i])
+	for k := e.start[i]; k < e.start[i+1]; k++ {
+		q := k
+		if !e.runs {
+			q = e.flat[k]
+		}
+		vals = append(vals, *e.mqAll[q])
 	}
 	return vals
 }
 
 // compute asks the plugin for the whole group and caches the answer; prev is the entry it
 // replaces, whose queues it reuses when mqAll is the same.
-func (c *groupCache) compute(s *Strategy, key [2]string, prev *cached, mqAll []*primitive.MessageQueue, cidAll []string) (*cached, error) {
-	e := &cached{cidAll: slices.Clone(cidAll)}
+func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqAll []*primitive.MessageQueue, cidAll []string) (*cached, error) {
+	e := &cached{group: group, topic: topic, cidAll: slices.Clone(cidAll)}
 	if prev != nil && sameQueues(mqAll, prev.mqAll) {
 		e.mqAll, e.queues, e.qperm = prev.mqAll, prev.queues, prev.qperm
 	} else {
@@ -297,35 +334,25 @@ func (c *groupCache) compute(s *Strategy, key [2]string, prev *cached, mqAll []*
 		e.sorted = slices.Clone(cidAll)
 		slices.Sort(e.sorted)
 	}
-	req := &abi.Request{Group: key[0], Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config}
+	// e.queues is never written once built: the encoder may keep it and know it by its address.
+	req := &abi.Request{Group: group, Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config, QueuesFrozen: true}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	resp, ver, err := s.s.AssignRequest(ctx, req)
+	resp, ver, err := s.s.AssignOwners(ctx, req)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	// Indices into mqAll, one array for the whole group, a slice of it per consumer.
-	total := 0
-	for _, r := range resp.Results {
-		total += len(r.Indices)
-	}
-	flat := make([]int32, 0, total)
-	e.owned = make([][]int32, len(e.sorted))
-	for i, r := range resp.Results {
-		from := len(flat)
-		for _, q := range r.Indices {
-			if e.qperm != nil {
-				q = e.qperm[q]
-			}
-			flat = append(flat, int32(q))
-		}
-		e.owned[i] = flat[from:len(flat):len(flat)]
+	if resp.Owners != nil {
+		e.fromOwners(resp.Owners)
+	} else {
+		e.fromResults(resp.Results)
 	}
 	e.version = ver.Hash
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[[2]string]*cached{}
 	}
+	key := [2]string{group, topic}
 	if _, ok := c.m[key]; !ok && len(c.m) >= maxCached {
 		for k := range c.m {
 			delete(c.m, k)
@@ -335,6 +362,81 @@ func (c *groupCache) compute(s *Strategy, key [2]string, prev *cached, mqAll []*
 	c.m[key] = e
 	c.mu.Unlock()
 	return e, nil
+}
+
+// fromOwners fills start (and flat, unless the answer is runs of mqAll) from an owner-form
+// answer: owners[q] is the index in e.sorted of queue q's owner (the first of its id), or
+// abi.NoOwner; every consumer's queues are in queue order.
+func (e *cached) fromOwners(owners []int32) {
+	n := len(e.sorted)
+	e.start = make([]int32, n+1)
+	if e.qperm == nil && e.runsOf(owners) {
+		return // consumer i's queues are mqAll[start[i]:start[i+1]]
+	}
+	clear(e.start)
+	after := e.start[1:]
+	for _, o := range owners {
+		if o >= 0 {
+			after[o]++
+		}
+	}
+	for i := range n {
+		after[i] += e.start[i]
+	}
+	e.flat = make([]int32, e.start[n])
+	next := slices.Clone(e.start[:n])
+	for q, o := range owners {
+		if o >= 0 {
+			if e.qperm != nil {
+				q = e.qperm[q]
+			}
+			e.flat[next[o]] = int32(q)
+			next[o]++
+		}
+	}
+}
+
+// runsOf reports whether owners never decrease and leave no queue without an owner, as AVG's
+// answer does, and then sets start (consumer i's queues are queues start[i] to start[i+1]) and
+// runs. It looks at each owner once and writes start only where the owner changes: half the
+// instructions of counting every consumer's queues (RATIONALE.md).
+func (e *cached) runsOf(owners []int32) bool {
+	n := int32(len(e.sorted))
+	prev := int32(0)
+	for q, o := range owners {
+		if o == prev {
+			continue
+		}
+		if o < prev || o >= n { // a descent, or NoOwner (-1) (the host checked o < n)
+			return false
+		}
+		for k := prev + 1; k <= o; k++ {
+			e.start[k] = int32(q)
+		}
+		prev = o
+	}
+	for k := prev + 1; k <= n; k++ {
+		e.start[k] = int32(len(owners))
+	}
+	e.runs = true
+	return true
+}
+
+// fromResults fills start and flat from a list-form answer, parallel to e.sorted.
+func (e *cached) fromResults(results []abi.Result) {
+	e.start = make([]int32, len(results)+1)
+	for i, r := range results {
+		e.start[i+1] = e.start[i] + int32(len(r.Indices))
+	}
+	e.flat = make([]int32, 0, e.start[len(results)])
+	for _, r := range results {
+		for _, q := range r.Indices {
+			if e.qperm != nil {
+				q = e.qperm[q]
+			}
+			e.flat = append(e.flat, int32(q))
+		}
+	}
 }
 
 // index returns cid's index in e.sorted (the first of a repeated id, whose answer the plugin's

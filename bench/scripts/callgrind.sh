@@ -5,7 +5,8 @@
 #
 #   cd bench && sh scripts/callgrind.sh [N]      (N defaults to 100)
 #
-# Rows: the peers, the native and the wasm plugins of BenchmarkPeers, and the root module's
+# Rows: the peers, the native and the wasm plugins of BenchmarkPeers, the RocketMQ adapter's
+# rebalance against the client's AVG (BenchmarkRocketMQRebalance64), and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
 # checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64. For
 # the wasm rows the guests are built first (ALLOCD_BENCH_WASM: valgrind stops at the signal a
@@ -20,27 +21,34 @@ N=${1:-100}
 DIR=$(mktemp -d)
 ROOT=$(go list -m -f '{{.Dir}}' github.com/allocd/allocd)
 go test -c -o "$DIR/bench.test" .
+mkdir "$DIR/plugins"
 for p in averagely circle hash; do
 	(cd "$ROOT" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath \
 		-o "$DIR/plugins_${p}_wasm.wasm" "./plugins/$p/wasm")
+	cp "$DIR/plugins_${p}_wasm.wasm" "$DIR/plugins/$p.wasm" # the adapter's rows (ALLOCD_PLUGINS)
 done
 (cd "$ROOT" && go test -c -o "$DIR/abi.test" ./abi && go test -c -o "$DIR/hash.test" ./plugins/hash &&
 	go test -c -o "$DIR/sticky.test" ./plugins/sticky)
 count() { # binary, benchmark, iterations
-	ALLOCD_BENCH_WASM="$DIR" GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
+	ALLOCD_PLUGINS="$DIR/plugins" ALLOCD_BENCH_WASM="$DIR" GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
 		"$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime "${3}x" >/dev/null 2>&1
 	grep '^summary:' "$DIR/out" | awk '{print $2}'
 }
 row() { # binary, benchmark, N
-	ALLOCD_BENCH_WASM="$DIR" "$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime 1x >/dev/null 2>&1 # compiles
+	ALLOCD_PLUGINS="$DIR/plugins" ALLOCD_BENCH_WASM="$DIR" "$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime 1x >/dev/null 2>&1 # compiles
 	a=$(count "$1" "$2" "$3")
 	b=$(count "$1" "$2" $((3 * $3)))
 	echo "$2 $(((b - a) / (2 * $3))) instructions/op"
 }
 for s in averagely circle; do
-	for k in rocketmq-go native wasm wasm-rebalance; do
+	for k in rocketmq-go native wasm wasm-owners wasm-rebalance; do
 		row bench.test "BenchmarkPeers/$s/$k" "$N"
 	done
+done
+# the RocketMQ adapter against the client's AVG (bench/adapters_test.go): loading three plugins
+# is most of each run and varies by some 10M instructions, so these rows take 5N iterations
+for k in allocd-averagely/64-calls client-averagely/64-calls allocd-averagely/one-call client-averagely/one-call; do
+	row bench.test "BenchmarkRocketMQRebalance64/$k" $((5 * N))
 done
 row bench.test BenchmarkPeers/hash/rocketmq-go 2 # 0.2 s a call natively
 for k in native native-memo wasm wasm-rebalance; do
