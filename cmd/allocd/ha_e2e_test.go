@@ -60,7 +60,7 @@ func newHACluster(t *testing.T, n int) *haCluster {
 		wg.Go(func() { hc.start(i) })
 	}
 	wg.Wait()
-	hc.waitLeader(-1, 30*time.Second)
+	hc.waitLeader(-1, 90*time.Second) // each replica compiles its plugins first: seconds under -race and load
 	for i := range hc.nodes {
 		eventually(t, time.Minute, fmt.Sprintf("replica %d has loaded its plugins and knows the leader", i), func() bool {
 			r := hc.role(i).Role
