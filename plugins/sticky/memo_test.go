@@ -116,11 +116,11 @@ func TestDeriveRefusesReorderedTies(t *testing.T) {
 	m.ringIDs = []string{"b", "a"}
 	m.ringNodes, m.hasRing = 1, true
 	m.ring.points = []point{newPoint(1<<40, 0), newPoint(1<<40, 1)}
-	m.ids, m.members = []string{"a", "b"}, []int32{0, 1}
+	m.ids, m.nids, m.members = []string{"a", "b"}, 2, []int32{0, 1}
 	if m.derive(1) {
 		t.Fatal("derive renumbered a tie out of order and kept the ring")
 	}
-	m.ids, m.members = []string{"b", "c"}, []int32{0, 1}
+	m.ids, m.nids, m.members = []string{"b", "c"}, 2, []int32{0, 1}
 	m.indexed = false
 	m.ring.points = []point{newPoint(1<<40, 0), newPoint(1<<40, 1)}
 	if !m.derive(1) {

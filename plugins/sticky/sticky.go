@@ -207,8 +207,12 @@ type Memo struct {
 	ringNodes int
 	hasRing   bool
 
-	// One call's input, read from a Group or a View.
-	ids     []string // cidAll
+	// One call's input, read from a Group or a View. cidAll is ids, or view's consumers when
+	// view is set: in a wasm guest, storing strings in the heap costs a write barrier each, and
+	// a guest's collector, which runs only inside calls, may stay in its mark phase across them.
+	ids     []string
+	view    *abi.View
+	nids    int
 	members []int32  // the index of the first occurrence of every id, ascending
 	prev    []int32  // nil, or each queue's previous owner as an index into ids (-1: none or gone)
 	qzones  []string // nil or parallel to the queues
@@ -217,7 +221,7 @@ type Memo struct {
 	indexed bool // index maps this call's ids to their first index
 
 	// Working storage.
-	idBuf, qzoneBuf, czoneBuf []string
+	qzoneBuf, czoneBuf        []string
 	prevBuf, load, held       []int32
 	shed, rest, remap, owners []int32
 	kept                      []bool
@@ -227,7 +231,7 @@ type Memo struct {
 // Assign is the package's Assign, through m.
 func (m *Memo) Assign(g *Group, opt Options) []int {
 	n := len(g.Queues)
-	m.ids = g.Consumers
+	m.ids, m.view, m.nids = g.Consumers, nil, len(g.Consumers)
 	m.indexConsumers()
 	m.members = m.members[:0]
 	for j, id := range g.Consumers {
@@ -264,14 +268,13 @@ func (m *Memo) Assign(g *Group, opt Options) []int {
 // id rather than by string (ABI.md §4.4) and does not keep v's strings past the call.
 func (m *Memo) AssignView(v *abi.View, opt Options, owners []int32) {
 	n, c := v.NumQueues(), v.NumConsumers()
-	m.idBuf, m.members = m.idBuf[:0], m.members[:0]
+	m.ids, m.view, m.nids, m.indexed = nil, v, c, false
+	m.members = m.members[:0]
 	for j := range c {
-		m.idBuf = append(m.idBuf, v.Consumer(j))
 		if v.ConsumerFirstIndex(j) == j {
 			m.members = append(m.members, int32(j))
 		}
 	}
-	m.ids, m.indexed = m.idBuf, false
 	m.prev = nil
 	if v.HasPrevOwners() {
 		m.prevBuf = grow(m.prevBuf, n)
@@ -297,19 +300,49 @@ func (m *Memo) AssignView(v *abi.View, opt Options, owners []int32) {
 	}
 	var qh queueHasher
 	m.assign(n, opt, func(i int) uint64 { return qh.hash(v.Queue(i)) }, owners)
-	clear(m.qzoneBuf) // the call's strings are not kept
-	clear(m.czoneBuf)
-	clear(m.idBuf)
+	if m.qzones != nil { // the call's strings are not kept
+		clear(m.qzoneBuf)
+	}
+	if m.czones != nil {
+		clear(m.czoneBuf)
+	}
+	if m.indexed {
+		clear(m.index)
+		m.indexed = false
+	}
+	m.view = nil
 }
 
-// indexConsumers maps m.ids to the index of each id's first occurrence.
+// id returns consumer j's id.
+func (m *Memo) id(j int) string {
+	if m.view != nil {
+		return m.view.Consumer(j)
+	}
+	return m.ids[j]
+}
+
+// sameIDs reports whether this call's cidAll is the one the ring was built from.
+func (m *Memo) sameIDs() bool {
+	if len(m.ringIDs) != m.nids {
+		return false
+	}
+	for j, id := range m.ringIDs {
+		if m.id(j) != id {
+			return false
+		}
+	}
+	return true
+}
+
+// indexConsumers maps cidAll to the index of each id's first occurrence.
 func (m *Memo) indexConsumers() {
 	if m.index == nil {
-		m.index = make(map[string]int32, len(m.ids))
+		m.index = make(map[string]int32, m.nids)
 	} else {
 		clear(m.index)
 	}
-	for j, id := range m.ids {
+	for j := range m.nids {
+		id := m.id(j)
 		if _, ok := m.index[id]; !ok {
 			m.index[id] = int32(j)
 		}
@@ -346,7 +379,7 @@ func (m *Memo) assign(n int, opt Options, hash func(i int) uint64, owners []int3
 	for i := range owners {
 		owners[i] = -1
 	}
-	c := len(m.ids)
+	c := m.nids
 	if len(m.members) == 0 || n == 0 || c > MaxConsumers {
 		return
 	}
@@ -479,18 +512,18 @@ func (m *Memo) assign(n int, opt Options, hash func(i int) uint64, owners []int3
 // ringFor returns the ring of the call's members with vnodes points each: the last call's when
 // it was built from the same cidAll, derived from it when the members changed, else built.
 func (m *Memo) ringFor(vnodes int) *ring {
-	if m.hasRing && m.ringNodes == vnodes && slices.Equal(m.ringIDs, m.ids) {
+	if m.hasRing && m.ringNodes == vnodes && m.sameIDs() {
 		return &m.ring
 	}
 	if !m.hasRing || m.ringNodes != vnodes || !m.derive(vnodes) {
 		pts := m.points[:0]
 		for _, j := range m.members {
-			pts = appendPoints(pts, m.ids[j], j, vnodes)
+			pts = appendPoints(pts, m.id(int(j)), j, vnodes)
 		}
 		m.points = pts
 		m.ring.build(pts)
 	}
-	m.ringIDs = cloneStrings(m.ringIDs[:0], m.ids)
+	m.ringIDs = m.cloneIDs(m.ringIDs[:0])
 	m.ringNodes, m.hasRing = vnodes, true
 	return &m.ring
 }
@@ -505,7 +538,7 @@ func (m *Memo) derive(vnodes int) bool {
 		m.indexConsumers()
 	}
 	m.remap = grow(m.remap, len(m.ringIDs))
-	m.kept = slices.Grow(m.kept[:0], len(m.ids))[:len(m.ids)]
+	m.kept = slices.Grow(m.kept[:0], m.nids)[:m.nids]
 	clear(m.kept)
 	for k, id := range m.ringIDs {
 		j, ok := m.index[id]
@@ -535,7 +568,7 @@ func (m *Memo) derive(vnodes int) bool {
 	join := m.points[:0]
 	for _, j := range m.members {
 		if !m.kept[j] {
-			join = appendPoints(join, m.ids[j], j, vnodes)
+			join = appendPoints(join, m.id(int(j)), j, vnodes)
 		}
 	}
 	slices.Sort(join)
@@ -567,14 +600,15 @@ func appendPoints(dst []point, id string, j int32, vnodes int) []point {
 	return dst
 }
 
-// cloneStrings appends copies of ids to dst, all in one new block of memory.
-func cloneStrings(dst, ids []string) []string {
+// cloneIDs appends copies of cidAll's ids to dst, all in one new block of memory.
+func (m *Memo) cloneIDs(dst []string) []string {
 	size := 0
-	for _, id := range ids {
-		size += len(id)
+	for j := range m.nids {
+		size += len(m.id(j))
 	}
 	block := make([]byte, 0, size)
-	for _, id := range ids {
+	for j := range m.nids {
+		id := m.id(j)
 		start := len(block)
 		block = append(block, id...)
 		dst = append(dst, unsafe.String(unsafe.SliceData(block[start:]), len(id)))
