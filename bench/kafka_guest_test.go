@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/allocd/allocd/abi"
@@ -84,5 +85,62 @@ func BenchmarkKafkaGuest(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// The sticky plugin, one instance serving a sequence of requests (so its ring and storage carry
+// over: members leaving and joining, a repeated id, which it answers one consumer at a time,
+// previous owners from its last answer), answers each as the sticky package computes it afresh.
+func TestStickyGuestSequence(t *testing.T) {
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.Config{CacheDir: t.TempDir(), MaxInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	p, err := rt.Load(ctx, "sticky", buildGuest(t, "plugins/sticky/wasm", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	qs := make([]abi.Queue, 700)
+	for i := range qs {
+		qs[i] = abi.Queue{Topic: "t", QueueID: int32(i)}
+	}
+	ids := []string{}
+	for i := range 40 {
+		ids = append(ids, fmt.Sprintf("member-%02d", i))
+	}
+	var prev []string
+	for step := range 16 {
+		cons := slices.Clone(ids)
+		switch step % 4 {
+		case 1: // one leaves
+			cons = slices.Delete(cons, step, step+1)
+		case 2: // two join
+			cons = append(cons, fmt.Sprintf("member-%02d-b", step), fmt.Sprintf("member-%02d-c", step))
+			slices.Sort(cons)
+		case 3: // a repeated id
+			cons = append(cons, cons[step])
+			slices.Sort(cons)
+		}
+		req := &abi.Request{Queues: qs, Consumers: cons, PrevOwners: prev}
+		resp, err := p.Allocate(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := sticky.Assign(&sticky.Group{Queues: qs, Consumers: cons, PrevOwners: prev}, sticky.Options{})
+		starts, byOwner := sticky.Buckets(owners, len(cons))
+		for j := range cons {
+			first := slices.Index(cons, cons[j])
+			if want := byOwner[starts[first]:starts[first+1]]; !slices.Equal(resp.Results[j].Indices, want) {
+				t.Fatalf("step %d: consumer %d (%s) got %v, want %v", step, j, cons[j], resp.Results[j].Indices, want)
+			}
+		}
+		prev = make([]string, len(qs))
+		for i, o := range owners {
+			prev[i] = cons[o]
+		}
+		ids = slices.Compact(cons)
 	}
 }
