@@ -137,14 +137,7 @@ func TestDeriveRefusesReorderedTies(t *testing.T) {
 // "steady-memo" repeat one group (the ring taken back as it is), "rebalance-memo" alternates the
 // fresh and the steady group (the ring derived: one member leaves, then joins).
 func BenchmarkAssignMemo1024x64(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 1))
-	qs := make([]abi.Queue, 1024)
-	for i := range qs {
-		qs[i] = abi.Queue{Topic: "t", QueueID: int32(i)}
-	}
-	g := &Group{Queues: qs, Consumers: consumers(rng, 64)}
-	prev := names(g, Assign(g, defaults()))
-	steady := &Group{Queues: qs, Consumers: g.Consumers[:63], PrevOwners: prev}
+	g, steady := kafkaGroups()
 	for _, c := range []struct {
 		name   string
 		groups []*Group
@@ -155,7 +148,7 @@ func BenchmarkAssignMemo1024x64(b *testing.B) {
 			for k, g := range c.groups {
 				views[k] = viewOf(b, g)
 			}
-			owners := make([]int32, len(qs))
+			owners := make([]int32, len(g.Queues))
 			k := 0
 			for b.Loop() {
 				m.AssignView(views[k%len(views)], defaults(), owners)

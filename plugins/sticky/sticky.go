@@ -154,20 +154,6 @@ func FromRequest(r *abi.Request) *Group {
 	return g
 }
 
-func (g *Group) queueZone(i int) string {
-	if g.QueueZones == nil {
-		return ""
-	}
-	return g.QueueZones[i]
-}
-
-func (g *Group) consumerZone(j int) string {
-	if g.ConsumerZones == nil {
-		return ""
-	}
-	return g.ConsumerZones[j]
-}
-
 // A ring point packs a virtual node's position (the high bits of its hash) and the index of its
 // consumer (the low memberBits), so the ring sorts as plain integers and equal positions order by
 // consumer index.

@@ -214,3 +214,18 @@ func hashQueue(q abi.Queue) uint64 {
 	}
 	return mix(h)
 }
+
+// The zones of a Group as the oracle reads them.
+func (g *Group) queueZone(i int) string {
+	if g.QueueZones == nil {
+		return ""
+	}
+	return g.QueueZones[i]
+}
+
+func (g *Group) consumerZone(j int) string {
+	if g.ConsumerZones == nil {
+		return ""
+	}
+	return g.ConsumerZones[j]
+}
