@@ -291,6 +291,7 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, 
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
 	var buf []int32
+	var subscribed []bool
 	for _, k := range slices.Sorted(maps.Keys(sets)) {
 		// The plugin's request in canonical order: consumers sorted by id, queues by topic
 		// and partition.
@@ -317,14 +318,20 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, 
 		var hasPrev bool
 		zoneOf := map[string]map[string]string{} // one label map per rack, shared by its partitions
 		for _, t := range sets[k] {
-			r := racks[t]
+			r, in, cur := racks[t], intended[t], own[t]
+			// The topic's subscribers by member index, so that a partition costs no map lookup.
+			subscribed = slices.Grow(subscribed[:0], len(members))[:len(members)]
+			clear(subscribed)
+			for _, i := range subs[k] {
+				subscribed[i] = true
+			}
 			for p := range topics[t] {
 				req.Queues = append(req.Queues, abi.Queue{Topic: t, QueueID: p})
 				var po string
-				if o, ok := own.of(t, p); ok && members[o].topics[t] {
-					po = members[o].id
-				} else if in := intended[t]; int(p) < len(in) && in[p] != "" {
-					if i, ok := ids[in[p]]; ok && members[i].topics[t] {
+				if int(p) < len(cur) && cur[p] != 0 && subscribed[cur[p]-1] {
+					po = members[cur[p]-1].id
+				} else if int(p) < len(in) && in[p] != "" {
+					if i, ok := ids[in[p]]; ok && subscribed[i] {
 						po = in[p]
 					}
 				}

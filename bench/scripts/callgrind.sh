@@ -8,7 +8,7 @@
 # Rows: the peers, the native and the wasm plugins of BenchmarkPeers, the RocketMQ adapter's
 # rebalance against the client's AVG (BenchmarkRocketMQRebalance64), and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
-# checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64. For
+# checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64 and BenchmarkAssignMemo1024x64. For
 # the wasm rows the guests are built first (ALLOCD_BENCH_WASM: valgrind stops at the signal a
 # child process's exit sends) and a warm-up run fills the compilation cache in the same
 # directory, so the counted runs only load and run the compiled code; the guest's instructions
@@ -61,5 +61,8 @@ for s in fresh memo-same memo-rebalance; do
 done
 for s in fresh steady; do # sticky natively on the Kafka comparison's group
 	row sticky.test "BenchmarkAssign1024x64/$s" 20
+done
+for s in fresh-memo steady-memo rebalance-memo; do # the same through one Memo, as the plugin runs
+	row sticky.test "BenchmarkAssignMemo1024x64/$s" 20
 done
 rm -rf "$DIR"

@@ -357,17 +357,21 @@ func BenchmarkAssign(b *testing.B) {
 	}
 }
 
-// The bench module's Kafka comparison: 1,024 queues of one topic, 64 members; "fresh" owns
-// nothing, "steady" is the fresh plan with one member gone.
-func BenchmarkAssign1024x64(b *testing.B) {
+// kafkaGroups are the bench module's Kafka comparison: 1,024 queues of one topic, 64 members;
+// "fresh" owns nothing, "steady" is the fresh plan with one member gone.
+func kafkaGroups() (fresh, steady *Group) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	qs := make([]abi.Queue, 1024)
 	for i := range qs {
 		qs[i] = abi.Queue{Topic: "t", QueueID: int32(i)}
 	}
-	g := &Group{Queues: qs, Consumers: consumers(rng, 64)}
-	prev := names(g, Assign(g, defaults()))
-	steady := &Group{Queues: qs, Consumers: g.Consumers[:63], PrevOwners: prev}
+	fresh = &Group{Queues: qs, Consumers: consumers(rng, 64)}
+	prev := names(fresh, Assign(fresh, defaults()))
+	return fresh, &Group{Queues: qs, Consumers: fresh.Consumers[:63], PrevOwners: prev}
+}
+
+func BenchmarkAssign1024x64(b *testing.B) {
+	g, steady := kafkaGroups()
 	b.Run("fresh", func(b *testing.B) {
 		for b.Loop() {
 			Assign(g, defaults())

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/allocd/allocd/abi"
 )
 
 // The bucketed ring gives exactly the plans of the comparison-sorted ring it replaced, on random
@@ -198,4 +200,32 @@ func assignBefore(g *Group, opt Options) []int {
 		place(i, false)
 	}
 	return owners
+}
+
+// hashQueue is a queue's ring position as Assign computed it before queueHasher.
+func hashQueue(q abi.Queue) uint64 {
+	h := fnvString(fnvOffset, q.Topic)
+	h = (h ^ 0) * fnvPrime
+	h = fnvString(h, q.BrokerName)
+	h = (h ^ 0) * fnvPrime
+	for k := 0; k < 4; k++ {
+		h ^= uint64(byte(uint32(q.QueueID) >> (8 * k)))
+		h *= fnvPrime
+	}
+	return mix(h)
+}
+
+// The zones of a Group as the oracle reads them.
+func (g *Group) queueZone(i int) string {
+	if g.QueueZones == nil {
+		return ""
+	}
+	return g.QueueZones[i]
+}
+
+func (g *Group) consumerZone(j int) string {
+	if g.ConsumerZones == nil {
+		return ""
+	}
+	return g.ConsumerZones[j]
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	plugin.RegisterPrepared(plugin.Info{
+	plugin.RegisterWholeGroup(plugin.Info{
 		Name:    "sticky",
 		Version: "1.0.0",
 		Description: "consistent hashing with bounded loads (Mirrokni, Thorup, Zadimoghaddam 2018): " +
@@ -22,15 +22,35 @@ func init() {
 			"balance": "load bound factor c: at most ceil(c x average) queues per consumer (default 1.25, >= 1)",
 			"vnodes":  "ring points per consumer (default 40, 1..1000)",
 		},
-	}, prepare)
+	}, prepare, wholeGroup)
+}
+
+// memo keeps the last call's ring and working storage for the next: an instance serves one call
+// at a time.
+var memo sticky.Memo
+
+func options(v *abi.View) (sticky.Options, error) {
+	balance, _ := v.Config("balance")
+	vnodes, _ := v.Config("vnodes")
+	return sticky.ParseOptions(balance, vnodes)
+}
+
+// wholeGroup answers a whole-group request in ABI 1.1's owner form: every consumer's queues are
+// in mqAll order, as the per-consumer lists of prepare are.
+func wholeGroup(v *abi.View, owners []int32) (bool, error) {
+	opt, err := options(v)
+	if err != nil {
+		return false, err // as prepare: the whole call fails
+	}
+	memo.AssignView(v, opt, owners)
+	return true, nil
 }
 
 // prepare computes the whole group's assignment once; each consumer's answer is then a slice of
-// it. A consumer that is not in cidAll gets nothing.
+// it. A consumer that is not in cidAll gets nothing. It serves requests with TARGETS, with a
+// repeated consumer id, or from a 1.0 host.
 func prepare(v *abi.View) (plugin.Func, error) {
-	balance, _ := v.Config("balance")
-	vnodes, _ := v.Config("vnodes")
-	opt, err := sticky.ParseOptions(balance, vnodes)
+	opt, err := options(v)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +60,7 @@ func prepare(v *abi.View) (plugin.Func, error) {
 			return dst, nil
 		}
 		if starts == nil {
-			owners := sticky.Assign(sticky.FromView(v), opt)
+			owners := memo.Assign(sticky.FromView(v), opt)
 			starts, byOwner = sticky.Buckets(owners, v.NumConsumers())
 		}
 		return append(dst, byOwner[starts[a.Self]:starts[a.Self+1]]...), nil
