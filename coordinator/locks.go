@@ -75,10 +75,10 @@ const (
 const lockTickEvery = time.Second
 
 type lockState struct {
-	table    *lock.Table // guarded by c.mu
-	owners   map[prefKey]*queueOwners // guarded by c.mu
-	prefs    map[prefKey]*prefs       // guarded by c.mu
-	wake     chan struct{}
+	table  *lock.Table              // guarded by c.mu
+	owners map[prefKey]*queueOwners // guarded by c.mu
+	prefs  map[prefKey]*prefs       // guarded by c.mu
+	wake   chan struct{}
 
 	// syncMu lets one caller at a time write a snapshot; durable is the table Version it
 	// contained.
