@@ -377,7 +377,6 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 			c.PluginChanged(p.Name, p.ActiveHash)
 		}
 	}
-	keepServing(s.reg, s.ha.keeper, log)
 	if err := s.cfg.apply(c); err != nil {
 		// The same file at every replica: a bad one is reported, not a reason to give up the term.
 		log.Error().Err(err).Str("config", f.configFile).Msg("applying --config")
@@ -396,6 +395,8 @@ func leadTerm(ctx context.Context, s haServe, t ha.Term, router *ha.Router, modu
 	errs := make(chan error, 2)
 	runCtx, stop := context.WithCancel(ctx)
 	runCoordinator(runCtx, &wg, c, errs)
+	// Beside the term, not before it: a slow etcd delays the keeping, not the leading.
+	wg.Go(func() { keepServing(s.reg, s.ha.keeper, log) })
 	term.set(metrics)
 	router.SetLeading(srv.Handler(), t.Rev)
 	grace, active := c.Grace()
