@@ -260,7 +260,17 @@
     d.returnValue = "";
     d.showModal();
     document.getElementById("confirm-cancel").focus();
-    return new Promise((resolve) => d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true }));
+    // A close event is fired after the dialog closes, as a task of its own: the one of the last
+    // confirmation may still be on its way when this one opens, so a close is this one's only
+    // once the dialog is closed.
+    return new Promise((resolve) => {
+      const closed = () => {
+        if (d.open) return;
+        d.removeEventListener("close", closed);
+        resolve(d.returnValue === "ok");
+      };
+      d.addEventListener("close", closed);
+    });
   }
 
   async function send(method, path, body) {
