@@ -74,7 +74,19 @@ func checkView(t *testing.T, v *abi.View) {
 		if v.Consumer(i) != r.Consumers[i] {
 			t.Fatalf("Consumer(%d) = %q, decoded %q", i, v.Consumer(i), r.Consumers[i])
 		}
+		if j := v.ConsumerFirstIndex(i); j < 0 || j > i || v.Consumer(j) != v.Consumer(i) {
+			t.Fatalf("ConsumerFirstIndex(%d) = %d for %q", i, j, v.Consumer(i))
+		}
 		checkAttrs(t, v.ConsumerLabel, v.ConsumerMetric, r.ConsumerAttrs, i)
+	}
+	prev := make([]int32, v.NumQueues())
+	v.PrevOwnerIndices(prev)
+	for i, j := range prev {
+		owner, _ := v.PrevOwner(i)
+		// As for TargetIndex, -1 proves nothing against a hostile writer; a hit must be right.
+		if int(j) != v.PrevOwnerIndex(i) || j < -1 || int(j) >= v.NumConsumers() || j >= 0 && v.Consumer(int(j)) != owner {
+			t.Fatalf("PrevOwnerIndices[%d] = %d, PrevOwnerIndex %d, for %q", i, j, v.PrevOwnerIndex(i), owner)
+		}
 	}
 	if v.WholeGroup() != (r.Targets == nil) || v.NumTargets() != r.NumTargets() {
 		t.Fatalf("WholeGroup %v, NumTargets %d; decoded targets %v", v.WholeGroup(), v.NumTargets(), r.Targets)

@@ -144,86 +144,93 @@ func (b *Balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 	return cb, cb.MemberTopics(), nil
 }
 
-// member is one group member as the plan sees it.
-type member struct {
-	m      *kmsg.JoinGroupResponseMember
-	id     string // the consumer id the plugin sees
-	topics map[string]bool
-	labels map[string]string
-}
-
 // Balance computes the plan on the leader.
 func (b *Balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
-	members, owners := b.members(cb, topics)
+	g := b.view(cb, topics)
 	b.mu.Lock()
 	intended := b.intended
 	b.mu.Unlock()
-	plan, err := b.plan(cb, members, owners, intended, topics)
+	p, err := b.plan(cb, g, intended)
 	if err != nil {
 		b.log.Error().Err(err).Str("group", cb.Info().Group).Int32("generation", cb.Info().Generation).
 			Msg("strategy failed; keeping current owners and dealing out the rest round-robin")
 		if b.cfg.OnError != nil {
 			b.cfg.OnError(err)
 		}
-		plan = fallback(cb, members, owners, topics)
+		p = fallback(g)
 	}
+	next := p.intended()
 	b.mu.Lock()
-	b.intended = plan.intended
+	b.intended = next
 	b.mu.Unlock()
+	heldBack := 0
 	if !b.cfg.Eager {
-		plan.plan.AdjustCooperative(cb)
+		heldBack = p.adjustCooperative()
 	}
-	return plan.plan
+	if e := b.log.Debug(); e.Enabled() {
+		e.Str("group", cb.Info().Group).Int32("generation", cb.Info().Generation).Int("members", len(g.members)).
+			Int("topics", len(g.topics)).Int("held_back", heldBack).Msg("planned")
+	}
+	return p
 }
 
-// owners is who owns which partition now: topic => partition => index into the members plus
-// one, 0 for nobody. Only the topics being balanced have an entry, as long as their partition
-// count.
-type owners map[string][]int32
+// member is one group member as the plan sees it.
+type member struct {
+	m      *kmsg.JoinGroupResponseMember
+	id     string // the consumer id the plugin sees
+	gen    int32  // the generation of its owned partitions
+	in     []bool // parallel to view.topics: whether it subscribes to the topic
+	labels map[string]string
+}
 
-func (o owners) of(topic string, p int32) (int, bool) {
-	t := o[topic]
-	if p < 0 || int(p) >= len(t) || t[p] == 0 {
+// view is the leader's view of a rebalance: the members, the topics to balance, and who
+// claims which partition now.
+type view struct {
+	members []member
+	topics  []string       // the topics to balance, sorted
+	counts  []int32        // parallel to topics: their partition counts
+	index   map[string]int // topic => its position in topics
+	// prev is each partition's current owner, as an index into members (-1 for none): the first
+	// member that claims it.
+	prev [][]int32
+	// claims lists every member's claim on a partition being balanced, in member order.
+	claims []claim
+}
+
+// claim is a member's claim (an owned partition in its join metadata): positions in
+// view.topics and view.members.
+type claim struct{ topic, partition, member int32 }
+
+// prevOwner is topic/p's current owner, if it has one.
+func (g *view) prevOwner(topic string, p int32) (int, bool) {
+	t, ok := g.index[topic]
+	if !ok || p < 0 || p >= g.counts[t] || g.prev[t][p] < 0 {
 		return 0, false
 	}
-	return int(t[p] - 1), true
+	return int(g.prev[t][p]), true
 }
 
-// builder makes a plan and notes each partition's intended owner by consumer id.
-type builder struct {
-	plan     *kgo.BalancePlan
-	intended map[string][]string // topic => partition => consumer id, "" for none
-	topics   map[string]int32
-}
-
-func newBuilder(cb *kgo.ConsumerBalancer, topics map[string]int32) *builder {
-	return &builder{plan: cb.NewPlan(), intended: map[string][]string{}, topics: topics}
-}
-
-// add gives partitions ps of topic to m.
-func (b *builder) add(m member, topic string, ps ...int32) {
-	b.plan.AddPartitions(m.m, topic, ps)
-	in := b.intended[topic]
-	if in == nil {
-		in = make([]string, b.topics[topic])
-		b.intended[topic] = in
+// view reads the members' ids, topics and labels, and who owns which partition now.
+func (b *Balancer) view(cb *kgo.ConsumerBalancer, topics map[string]int32) *view {
+	g := &view{topics: slices.Sorted(maps.Keys(topics)), index: make(map[string]int, len(topics))}
+	g.counts = make([]int32, len(g.topics))
+	for i, t := range g.topics {
+		g.index[t] = i
+		g.counts[i] = topics[t]
 	}
-	for _, p := range ps {
-		in[p] = m.id
-	}
-}
-
-// members reads the members' ids, topics and labels, and who owns which partition now.
-func (b *Balancer) members(cb *kgo.ConsumerBalancer, topics map[string]int32) ([]member, owners) {
-	members := make([]member, 0, len(cb.Members()))
-	own := make(owners, len(topics))
+	g.prev = nobody(g.counts)
+	g.members = make([]member, 0, len(cb.Members()))
+	in := make([]bool, len(g.topics)*len(cb.Members()))
 	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
-		mb := member{m: m, id: m.MemberID, topics: make(map[string]bool, len(meta.Topics))}
+		mb := member{m: m, id: m.MemberID, gen: meta.Generation, in: in[:len(g.topics):len(g.topics)]}
+		in = in[len(g.topics):]
 		if m.InstanceID != nil && *m.InstanceID != "" {
 			mb.id = *m.InstanceID
 		}
 		for _, t := range meta.Topics {
-			mb.topics[t] = true
+			if i, ok := g.index[t]; ok {
+				mb.in[i] = true
+			}
 		}
 		// "{}" is what a member without labels sends: no decoding for it.
 		if ud := meta.UserData; len(ud) > 0 && string(ud) != "{}" {
@@ -239,44 +246,43 @@ func (b *Balancer) members(cb *kgo.ConsumerBalancer, topics map[string]int32) ([
 			}
 			mb.labels["instanceId"] = *m.InstanceID
 		}
-		i := int32(len(members)) + 1
+		i := int32(len(g.members))
 		for _, op := range meta.OwnedPartitions {
-			n, ok := topics[op.Topic]
+			t, ok := g.index[op.Topic]
 			if !ok {
 				continue
 			}
-			o := own[op.Topic]
-			if o == nil {
-				o = make([]int32, n)
-				own[op.Topic] = o
-			}
 			for _, p := range op.Partitions {
-				if p >= 0 && p < n && o[p] == 0 {
-					o[p] = i
+				if p >= 0 && p < g.counts[t] {
+					g.claims = append(g.claims, claim{int32(t), p, i})
+					if g.prev[t][p] < 0 {
+						g.prev[t][p] = i
+					}
 				}
 			}
 		}
-		members = append(members, mb)
+		g.members = append(g.members, mb)
 	})
-	return members, own
+	return g
 }
 
 // plan asks the plugin, once per set of topics that the same members subscribe to (usually
 // one set: every member reads every topic).
-func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, intended map[string][]string, topics map[string]int32) (*builder, error) {
+func (b *Balancer) plan(cb *kgo.ConsumerBalancer, g *view, intended map[string][]string) (*assignment, error) {
+	members := g.members
 	ids := make(map[string]int, len(members))
 	for i, m := range members {
 		ids[m.id] = i
 	}
 	racks := cb.PartitionRacks()
-	sets := map[string][]string{} // subscriber set => topics
+	sets := map[string][]int{} // subscriber set => topic positions
 	subs := map[string][]int{}
 	key := make([]byte, 0, len(members))
-	for _, t := range slices.Sorted(maps.Keys(topics)) {
+	for t := range g.topics {
 		var who []int
 		key = key[:0]
 		for i, m := range members {
-			if m.topics[t] {
+			if m.in[t] {
 				who = append(who, i)
 				key = binary.AppendUvarint(key, uint64(i))
 			}
@@ -287,10 +293,9 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, 
 		sets[string(key)] = append(sets[string(key)], t)
 		subs[string(key)] = who
 	}
-	plan := newBuilder(cb, topics)
+	p := newPlan(g)
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
-	var buf []int32
 	var subscribed []bool
 	for _, k := range slices.Sorted(maps.Keys(sets)) {
 		// The plugin's request in canonical order: consumers sorted by id, queues by topic
@@ -310,41 +315,42 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, 
 		}
 		n := 0
 		for _, t := range sets[k] {
-			n += int(topics[t])
+			n += int(g.counts[t])
 		}
 		req.Queues = make([]abi.Queue, 0, n)
 		prev := make([]string, 0, n)
 		var zones []abi.Attrs
 		var hasPrev bool
 		zoneOf := map[string]map[string]string{} // one label map per rack, shared by its partitions
+		// The topics' subscribers by member index, so that a partition costs no map lookup.
+		subscribed = slices.Grow(subscribed[:0], len(members))[:len(members)]
+		clear(subscribed)
+		for _, i := range subs[k] {
+			subscribed[i] = true
+		}
 		for _, t := range sets[k] {
-			r, in, cur := racks[t], intended[t], own[t]
-			// The topic's subscribers by member index, so that a partition costs no map lookup.
-			subscribed = slices.Grow(subscribed[:0], len(members))[:len(members)]
-			clear(subscribed)
-			for _, i := range subs[k] {
-				subscribed[i] = true
-			}
-			for p := range topics[t] {
-				req.Queues = append(req.Queues, abi.Queue{Topic: t, QueueID: p})
+			name := g.topics[t]
+			r, in, cur := racks[name], intended[name], g.prev[t]
+			for q := range g.counts[t] {
+				req.Queues = append(req.Queues, abi.Queue{Topic: name, QueueID: q})
 				var po string
-				if int(p) < len(cur) && cur[p] != 0 && subscribed[cur[p]-1] {
-					po = members[cur[p]-1].id
-				} else if int(p) < len(in) && in[p] != "" {
-					if i, ok := ids[in[p]]; ok && subscribed[i] {
-						po = in[p]
+				if c := cur[q]; c >= 0 && subscribed[c] {
+					po = members[c].id
+				} else if int(q) < len(in) && in[q] != "" {
+					if i, ok := ids[in[q]]; ok && subscribed[i] {
+						po = in[q]
 					}
 				}
 				hasPrev = hasPrev || po != ""
 				prev = append(prev, po)
-				if int(p) < len(r) && r[p] != "" {
+				if int(q) < len(r) && r[q] != "" {
 					if zones == nil {
 						zones = make([]abi.Attrs, len(req.Queues)-1, n)
 					}
-					z := zoneOf[r[p]]
+					z := zoneOf[r[q]]
 					if z == nil {
-						z = map[string]string{"zone": r[p]}
-						zoneOf[r[p]] = z
+						z = map[string]string{"zone": r[q]}
+						zoneOf[r[q]] = z
 					}
 					zones = append(zones, abi.Attrs{Labels: z})
 				} else if zones != nil {
@@ -356,54 +362,41 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, members []member, own owners, 
 			req.PrevOwners = prev
 		}
 		req.QueueAttrs = zones
-		resp, _, err := b.s.AssignRequest(ctx, req)
+		resp, _, err := b.s.AssignOwners(ctx, req)
 		if err != nil {
 			return nil, err
 		}
-		owned := 0
-		for c, res := range resp.Results {
-			m := members[who[c]]
-			// A topic's partitions at a time, in one AddPartitions.
-			for j := 0; j < len(res.Indices); {
-				t := req.Queues[res.Indices[j]].Topic
-				buf = buf[:0]
-				for ; j < len(res.Indices) && req.Queues[res.Indices[j]].Topic == t; j++ {
-					buf = append(buf, req.Queues[res.Indices[j]].QueueID)
-				}
-				plan.add(m, t, buf...)
-			}
-			owned += len(res.Indices)
-		}
-		if owned != len(req.Queues) {
-			return nil, fmt.Errorf("kafka: strategy %s left %d of %d partitions without an owner", b.s.Name(), len(req.Queues)-owned, len(req.Queues))
+		if err := p.take(sets[k], who, resp); err != nil {
+			return nil, fmt.Errorf("kafka: strategy %s %w", b.s.Name(), err)
 		}
 	}
-	return plan, nil
+	return p, nil
 }
 
 // fallback keeps every partition with its current owner where that owner is still a member
 // subscribed to the topic, and deals the rest out round-robin among the topic's subscribers.
-func fallback(cb *kgo.ConsumerBalancer, members []member, own owners, topics map[string]int32) *builder {
-	plan := newBuilder(cb, topics)
+func fallback(g *view) *assignment {
+	p := newPlan(g)
 	next := 0
-	for _, t := range slices.Sorted(maps.Keys(topics)) {
-		var who []int
-		for i, m := range members {
-			if m.topics[t] {
+	var who []int
+	for t := range g.topics {
+		who = who[:0]
+		for i, m := range g.members {
+			if m.in[t] {
 				who = append(who, i)
 			}
 		}
 		if len(who) == 0 {
 			continue
 		}
-		for p := range topics[t] {
-			if o, ok := own.of(t, p); ok && members[o].topics[t] {
-				plan.add(members[o], t, p)
+		for q, o := range g.prev[t] {
+			if o >= 0 && g.members[o].in[t] {
+				p.owners[t][q] = o
 				continue
 			}
-			plan.add(members[who[next%len(who)]], t, p)
+			p.owners[t][q] = int32(who[next%len(who)])
 			next++
 		}
 	}
-	return plan
+	return p
 }

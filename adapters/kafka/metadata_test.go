@@ -34,14 +34,15 @@ func TestJoinGroupMetadataCarriesTheMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members, owners := b.members(cb.(*kgo.ConsumerBalancer), map[string]int32{"orders": 4})
+	v := b.view(cb.(*kgo.ConsumerBalancer), map[string]int32{"orders": 4})
+	members := v.members
 	if len(members) != 1 || members[0].id != "static-1" || members[0].labels["zone"] != "eu-1a" ||
 		members[0].labels["weight"] != "2" || members[0].labels["instanceId"] != "static-1" {
 		t.Fatalf("members %+v", members)
 	}
-	o3, ok3 := owners.of("orders", 3)
-	o1, ok1 := owners.of("orders", 1)
-	if _, ok0 := owners.of("orders", 0); o3 != 0 || !ok3 || o1 != 0 || !ok1 || ok0 {
-		t.Fatalf("owners %v", owners)
+	o3, ok3 := v.prevOwner("orders", 3)
+	o1, ok1 := v.prevOwner("orders", 1)
+	if _, ok0 := v.prevOwner("orders", 0); o3 != 0 || !ok3 || o1 != 0 || !ok1 || ok0 || members[0].gen != 7 {
+		t.Fatalf("owners %v, generation %d", v.prev, members[0].gen)
 	}
 }
