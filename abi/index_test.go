@@ -1,7 +1,9 @@
 package abi_test
 
 import (
+	"bytes"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/allocd/allocd/abi"
@@ -52,5 +54,51 @@ func TestIndicesByStringID(t *testing.T) {
 	v.PrevOwnerIndices(got)
 	if !slices.Equal(got, []int32{-1, -1, -1, -1}) || v.HasPrevOwners() {
 		t.Fatalf("without previous owners: %v", got)
+	}
+}
+
+// Previous owners are written by string, whatever their storage: copies of a consumer's id,
+// the id itself, and prefixes of one buffer (one address, other lengths) give the bytes that
+// fresh copies of every string give.
+func TestPrevOwnersByValue(t *testing.T) {
+	buf := "member-1member-2"
+	ids := []string{buf[:8], buf[8:], "member-3"}
+	var qs []abi.Queue
+	var shared, copies []string
+	for i := range 300 {
+		qs = append(qs, abi.Queue{Topic: "t", QueueID: int32(i)})
+		var o string
+		switch i % 5 {
+		case 0, 1:
+			o = ids[i%3] // the consumer's own string
+		case 2:
+			o = strings.Clone(ids[i%3])
+		case 3:
+			o = buf[:7] // "member-": the address of ids[0], another length
+		case 4:
+			o = ""
+		}
+		shared = append(shared, o)
+		copies = append(copies, strings.Clone(o))
+	}
+	enc := func(prev []string) []byte {
+		b, err := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: qs, Consumers: ids, PrevOwners: prev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	got, want := enc(shared), enc(copies)
+	if !bytes.Equal(got, want) {
+		t.Fatal("previous owners encode differently by their storage")
+	}
+	v, err := abi.ParseRequest(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range shared {
+		if p, ok := v.PrevOwner(i); ok != (o != "") || p != o {
+			t.Fatalf("queue %d: previous owner %q, %v; want %q", i, p, ok, o)
+		}
 	}
 }

@@ -62,13 +62,13 @@ type Balancer struct {
 	log      zerolog.Logger
 	userData []byte
 
-	// intended is this member's last plan as a leader, before the cooperative adjustment:
-	// topic => partition => consumer id ("" for none). A partition that the adjustment held back for a
+	// intended is this member's last plan as a leader, before the cooperative adjustment, by
+	// consumer id. A partition that the adjustment held back for a
 	// revocation, or whose owner restarted (a static member keeps its id), has no owner in
 	// the next round's metadata; its intended owner stands in as the previous owner, so the
 	// plugin's second round finishes the first instead of starting over.
 	mu       sync.Mutex
-	intended map[string][]string
+	intended *intended
 }
 
 var _ kgo.GroupBalancer = (*Balancer)(nil)
@@ -268,11 +268,24 @@ func (b *Balancer) view(cb *kgo.ConsumerBalancer, topics map[string]int32) *view
 
 // plan asks the plugin, once per set of topics that the same members subscribe to (usually
 // one set: every member reads every topic).
-func (b *Balancer) plan(cb *kgo.ConsumerBalancer, g *view, intended map[string][]string) (*assignment, error) {
+func (b *Balancer) plan(cb *kgo.ConsumerBalancer, g *view, intended *intended) (*assignment, error) {
 	members := g.members
-	ids := make(map[string]int, len(members))
-	for i, m := range members {
-		ids[m.id] = i
+	// The intended owners' ids as indices into members (-1: gone): one lookup per id, not
+	// per partition.
+	var was []int32
+	if intended != nil {
+		ids := make(map[string]int32, len(members))
+		for i, m := range members {
+			ids[m.id] = int32(i)
+		}
+		was = make([]int32, len(intended.ids))
+		for k, id := range intended.ids {
+			if i, ok := ids[id]; ok {
+				was[k] = i
+			} else {
+				was[k] = -1
+			}
+		}
 	}
 	racks := cb.PartitionRacks()
 	sets := map[string][]int{} // subscriber set => topic positions
@@ -330,15 +343,19 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, g *view, intended map[string][
 		}
 		for _, t := range sets[k] {
 			name := g.topics[t]
-			r, in, cur := racks[name], intended[name], g.prev[t]
+			r, cur := racks[name], g.prev[t]
+			var in []int32
+			if intended != nil {
+				in = intended.owners[name]
+			}
 			for q := range g.counts[t] {
 				req.Queues = append(req.Queues, abi.Queue{Topic: name, QueueID: q})
 				var po string
 				if c := cur[q]; c >= 0 && subscribed[c] {
 					po = members[c].id
-				} else if int(q) < len(in) && in[q] != "" {
-					if i, ok := ids[in[q]]; ok && subscribed[i] {
-						po = in[q]
+				} else if int(q) < len(in) && in[q] >= 0 {
+					if i := was[in[q]]; i >= 0 && subscribed[i] {
+						po = members[i].id
 					}
 				}
 				hasPrev = hasPrev || po != ""

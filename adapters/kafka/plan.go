@@ -85,19 +85,22 @@ func (p *assignment) take(ts []int, who []int, resp *abi.Response) error {
 	return nil
 }
 
-// intended is the plan by consumer id: topic => partition => the owner's id, "" for none.
-func (p *assignment) intended() map[string][]string {
-	out := make(map[string][]string, len(p.g.topics))
-	for t, own := range p.owners {
-		ids := make([]string, len(own))
-		for i, o := range own {
-			if o >= 0 {
-				ids[i] = p.g.members[o].id
-			}
-		}
-		out[p.g.topics[t]] = ids
+// intended is a plan by consumer id, kept from one rebalance to the next.
+type intended struct {
+	ids    []string           // the plan's members' consumer ids
+	owners map[string][]int32 // topic => partition => index into ids, -1 for none
+}
+
+// intended is the plan by consumer id.
+func (p *assignment) intended() *intended {
+	in := &intended{ids: make([]string, len(p.g.members)), owners: make(map[string][]int32, len(p.g.topics))}
+	for i, m := range p.g.members {
+		in.ids[i] = m.id
 	}
-	return out
+	for t, own := range p.owners {
+		in.owners[p.g.topics[t]] = slices.Clone(own)
+	}
+	return in
 }
 
 // Flags of a partition in adjustCooperative.
