@@ -360,34 +360,42 @@ func (m *Memo) assign(n int, opt Options, hash func(i int) uint64, owners []int3
 	if opt.VirtualNodes < 1 {
 		opt.VirtualNodes = DefaultVirtualNodes
 	}
-	for i := range owners {
-		owners[i] = -1
-	}
 	c := m.nids
 	if len(m.members) == 0 || n == 0 || c > MaxConsumers {
+		for i := range owners {
+			owners[i] = -1
+		}
 		return
 	}
 	bound := int32(Bound(n, len(m.members), opt.Balance))
 	m.load, m.held = zeros(m.load, c), zeros(m.held, c)
 	load, held := m.load, m.held // held: queues each member owned in the previous generation
 
-	// Pass 1: keep queues with their previous owners, under the bound.
+	// Pass 1: keep queues with their previous owners, under the bound. Every queue's owner is
+	// set here or placed below, so no pass of its own clears them; the kept queue, the usual
+	// case, takes one test (in a Go guest each branch taken costs a trip through the function's
+	// dispatch loop, BENCHMARKS.md).
 	shed, rest := m.shed[:0], m.rest[:0]
-	for i := range n {
-		j := int32(-1)
-		if m.prev != nil {
-			j = m.prev[i]
-		}
-		switch {
-		case j < 0:
+	if m.prev == nil {
+		for i := range n {
+			owners[i] = -1
 			rest = append(rest, int32(i))
-		case load[j] < bound:
-			owners[i] = j
-			load[j]++
-			held[j]++
-		default:
-			held[j]++
-			shed = append(shed, int32(i))
+		}
+	} else {
+		for i, j := range m.prev[:n] {
+			if uint32(j) < uint32(c) && load[j] < bound {
+				owners[i] = j
+				load[j]++
+				held[j]++
+				continue
+			}
+			owners[i] = -1
+			if j < 0 {
+				rest = append(rest, int32(i))
+			} else {
+				held[j]++
+				shed = append(shed, int32(i))
+			}
 		}
 	}
 	m.shed, m.rest = shed, rest
