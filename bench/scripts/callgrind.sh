@@ -6,7 +6,8 @@
 #   cd bench && sh scripts/callgrind.sh [N]      (N defaults to 100)
 #
 # Rows: the peers, the native and the wasm plugins of BenchmarkPeers, the RocketMQ adapter's
-# rebalance against the client's AVG (BenchmarkRocketMQRebalance64), and the root module's
+# rebalance against the client's AVG (BenchmarkRocketMQRebalance64), the Kafka adapter's plan
+# against franz-go's (BenchmarkKafkaPlan64x1024), and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
 # checking the answer), hash's BenchmarkWholeGroupMemo and sticky's BenchmarkAssign1024x64 and BenchmarkAssignMemo1024x64. For
 # the wasm rows the guests are built first (ALLOCD_BENCH_WASM: valgrind stops at the signal a
@@ -22,7 +23,7 @@ DIR=$(mktemp -d)
 ROOT=$(go list -m -f '{{.Dir}}' github.com/allocd/allocd)
 go test -c -o "$DIR/bench.test" .
 mkdir "$DIR/plugins"
-for p in averagely circle hash; do
+for p in averagely circle hash sticky; do
 	(cd "$ROOT" && GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath \
 		-o "$DIR/plugins_${p}_wasm.wasm" "./plugins/$p/wasm")
 	cp "$DIR/plugins_${p}_wasm.wasm" "$DIR/plugins/$p.wasm" # the adapter's rows (ALLOCD_PLUGINS)
@@ -49,6 +50,11 @@ done
 # is most of each run and varies by some 10M instructions, so these rows take 5N iterations
 for k in allocd-averagely/64-calls client-averagely/64-calls allocd-averagely/one-call client-averagely/one-call; do
 	row bench.test "BenchmarkRocketMQRebalance64/$k" $((5 * N))
+done
+# the Kafka adapter's plan against franz-go's own cooperative sticky balancer (adapters_test.go):
+# the registry's load varies by some 1-2 % between counted runs, so these take 20 and 60
+for k in franz-go-cooperative-sticky/fresh allocd-sticky/fresh franz-go-cooperative-sticky/steady allocd-sticky/steady; do
+	row bench.test "BenchmarkKafkaPlan64x1024/$k" 20
 done
 row bench.test BenchmarkPeers/hash/rocketmq-go 2 # 0.2 s a call natively
 for k in native native-memo wasm wasm-rebalance; do
