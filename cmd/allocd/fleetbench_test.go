@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ var (
 	fleetProcs   = flag.Int("fleet.procs", 4, "load-generator processes of BenchmarkFleet")
 	fleetProto   = flag.String("fleet.proto", "h2c", "protocol of BenchmarkFleet's members: h2c or http1")
 	fleetWindow  = flag.Duration("fleet.window", 20*time.Second, "each measuring window of BenchmarkFleet")
+	fleetProfile = flag.String("fleet.profile", "", "write the daemon's CPU profiles of BenchmarkFleet's windows to FILE.hb and FILE.poll (go tool pprof)")
 )
 
 // fleetChildEnv, when set, makes the test binary a load-generator child (TestMain): its value
@@ -58,7 +60,12 @@ func BenchmarkFleet(b *testing.B) {
 		b.Fatalf("-fleet.members %d must divide into -fleet.groups %d, and those into -fleet.procs %d", members, groups, procs)
 	}
 	perGroup := members / groups
-	d := startLoadDaemon(b)
+	var d *loadDaemon
+	if *fleetProfile != "" {
+		d = startLoadDaemon(b, "--debug-listen", "127.0.0.1:0")
+	} else {
+		d = startLoadDaemon(b)
+	}
 	ctx := context.Background()
 	c := client.New(d.url)
 	if _, err := c.PutTopic(ctx, "T", []client.Broker{
@@ -95,8 +102,17 @@ func BenchmarkFleet(b *testing.B) {
 		load0 := loadavg()
 		hist0 := heartbeatHistogram(b, d.url)
 		cpu0, t0 := cpuTime(b, d.pid), time.Now()
+		profiled := make(chan error, 1)
+		if *fleetProfile != "" {
+			go func() { profiled <- profileDaemon(d, *fleetWindow, *fleetProfile+"."+phase) }()
+		} else {
+			profiled <- nil
+		}
 		time.Sleep(*fleetWindow)
 		cpu1, elapsed := cpuTime(b, d.pid), time.Since(t0)
+		if err := <-profiled; err != nil {
+			b.Errorf("%s: profile: %v", phase, err)
+		}
 		hist1 := heartbeatHistogram(b, d.url)
 		total := hist1[inf] - hist0[inf]
 		mem := rss(d.pid)
@@ -338,4 +354,30 @@ func runFleetChild(spec string) int {
 	wg.Wait()
 	fmt.Println("errors", errs.Load())
 	return 0
+}
+
+// profileDaemon writes the daemon's CPU profile over the next window to file, from its
+// --debug-listen address (in its log).
+func profileDaemon(d *loadDaemon, window time.Duration, file string) error {
+	m := regexp.MustCompile(`"debugAddr":"([^"]+)"`).FindStringSubmatch(d.log.String())
+	if m == nil {
+		return fmt.Errorf("no debug address in the daemon's log")
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", m[1], int(window.Seconds())))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -49,6 +49,7 @@ const (
 
 type serveFlags struct {
 	listen, dataDir, pluginsDir, cacheDir, configFile, addrFile string
+	debugListen                                                 string
 	logFormat, logLevel                                         string
 	sessionTimeout, restartGrace, debounce, maxDelay            time.Duration
 	pluginTimeout, maxWait                                      time.Duration
@@ -72,6 +73,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.cacheDir, "cache-dir", defaultCacheDir(), "compiled-code cache folder (\"\" for none)")
 	fs.StringVar(&f.configFile, "config", "", "JSON file declaring topics and groups to apply at start")
 	fs.StringVar(&f.addrFile, "addr-file", "", "write the address the API listens on to this file once it listens")
+	fs.StringVar(&f.debugListen, "debug-listen", "", "address to serve Go's profiles on (net/http/pprof under /debug/pprof/), apart from the API; off when empty. Keep it private: profiles show the process's internals")
 	fs.StringVar(&f.logFormat, "log-format", "console", "log format: console or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error or disabled")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", coordinator.DefaultSessionTimeout, "drop a member that sent no heartbeat for this long")
@@ -197,6 +199,14 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	addr := ln.Addr().String()
+	if f.debugListen != "" {
+		stop, err := serveDebug(f.debugListen, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stop()
+	}
 	if f.addrFile != "" {
 		if err := writeFileAtomic(f.addrFile, []byte(addr+"\n")); err != nil {
 			ln.Close()
