@@ -32,13 +32,27 @@ func badRequest(format string, args ...any) *apiError {
 // with no lone surrogate escapes: encoding/json would turn either into U+FFFD, so "c\xffx" and
 // "c\xfex" would become one client id.
 func decode(r io.Reader, v any) error {
-	body, err := io.ReadAll(r)
+	body, err := readBody(r)
 	if err != nil {
-		return bodyError(err)
-	}
-	if err := checkUTF8(body); err != nil {
 		return err
 	}
+	return decodeBody(body, v)
+}
+
+// readBody reads a request body, which must be UTF-8.
+func readBody(r io.Reader) ([]byte, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if err := checkUTF8(body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// decodeBody is decode on a body readBody read.
+func decodeBody(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -180,9 +194,16 @@ func decodeBinding(r io.Reader) (coordinator.Binding, error) {
 }
 
 func decodeHeartbeat(r io.Reader) (coordinator.Heartbeat, error) {
-	var hb coordinator.Heartbeat
-	if err := decode(r, &hb); err != nil {
-		return hb, err
+	body, err := readBody(r)
+	if err != nil {
+		return coordinator.Heartbeat{}, err
+	}
+	hb, ok := fastHeartbeat(body)
+	if !ok {
+		hb = coordinator.Heartbeat{}
+		if err := decodeBody(body, &hb); err != nil {
+			return hb, err
+		}
 	}
 	return hb, hb.Check()
 }

@@ -242,6 +242,16 @@ func (s *Server) drainParked(d time.Duration) {
 
 // encodeJSON is v as the API answers it: JSON without HTML escaping, newline-terminated.
 func encodeJSON(v any) ([]byte, error) {
+	if a, ok := v.(coordinator.Assignment); ok {
+		if b, ok := appendAssignment(nil, a); ok {
+			return b, nil
+		}
+	}
+	return encodeAny(v)
+}
+
+// encodeAny is encodeJSON through encoding/json.
+func encodeAny(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
