@@ -16,47 +16,41 @@ import (
 // fleet profile (RATIONALE.md). TestAppendAssignmentIsEncodingJSON holds the bytes equal.
 func appendAssignment(b []byte, a coordinator.Assignment) ([]byte, bool) {
 	b = append(b, `{"generations":`...)
-	if a.Generations == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '{')
-		for i, k := range sortedKeys(a.Generations) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendPlain(b, k); !ok {
-				return b, false
-			}
-			b = append(b, ':')
-			b = strconv.AppendInt(b, a.Generations[k], 10)
-		}
-		b = append(b, '}')
+	b, ok := appendMap(b, a.Generations, func(b []byte, n int64) ([]byte, bool) { return strconv.AppendInt(b, n, 10), true })
+	if !ok {
+		return b, false
 	}
 	b = append(b, `,"assignment":`...)
-	if a.Queues == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '{')
-		for i, k := range sortedKeys(a.Queues) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendPlain(b, k); !ok {
-				return b, false
-			}
-			b = append(b, ':')
-			if b, ok = appendQueues(b, a.Queues[k]); !ok {
-				return b, false
-			}
-		}
-		b = append(b, '}')
+	if b, ok = appendMap(b, a.Queues, appendQueues); !ok {
+		return b, false
 	}
 	if a.Lost {
 		b = append(b, `,"lost":true`...)
 	}
 	return append(b, "}\n"...), true
+}
+
+// appendMap appends m (null when nil) with its keys sorted, as encoding/json does, each value
+// by value.
+func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, bool)) ([]byte, bool) {
+	if m == nil {
+		return append(b, "null"...), true
+	}
+	b = append(b, '{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendPlain(b, k); !ok {
+			return b, false
+		}
+		b = append(b, ':')
+		if b, ok = value(b, m[k]); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
 }
 
 func appendQueues(b []byte, qs []abi.Queue) ([]byte, bool) {

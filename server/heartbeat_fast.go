@@ -202,29 +202,18 @@ func (p *jsonScanner) object(value func(key string) bool) (isNull, ok bool) {
 	}
 }
 
-func (p *jsonScanner) labels() (map[string]string, bool) {
-	m := map[string]string{}
-	isNull, ok := p.object(func(k string) bool {
-		if _, dup := m[k]; dup {
-			return false
-		}
-		v, ok := p.str()
-		m[k] = v
-		return ok
-	})
-	if isNull {
-		return nil, ok
-	}
-	return m, ok
-}
+func (p *jsonScanner) labels() (map[string]string, bool) { return scanMap(p, p.str) }
 
-func (p *jsonScanner) generations() (map[string]int64, bool) {
-	m := map[string]int64{}
+func (p *jsonScanner) generations() (map[string]int64, bool) { return scanMap(p, p.int64) }
+
+// scanMap reads an object of distinct keys whose values read reads, or null as nil.
+func scanMap[V any](p *jsonScanner, read func() (V, bool)) (map[string]V, bool) {
+	m := map[string]V{}
 	isNull, ok := p.object(func(k string) bool {
 		if _, dup := m[k]; dup {
 			return false
 		}
-		v, ok := p.int64()
+		v, ok := read()
 		m[k] = v
 		return ok
 	})
