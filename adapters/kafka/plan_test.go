@@ -151,3 +151,50 @@ func TestTakeEitherForm(t *testing.T) {
 		}
 	}
 }
+
+// A cooperative plan holds back what moves away from a member that still owns it; an eager one
+// (Config.Eager: every member revokes everything before it joins) places every partition.
+func TestEagerPlacesEverything(t *testing.T) {
+	topics := map[string]int32{"t": 8}
+	plans := map[bool]map[string][]int32{}
+	for _, eager := range []bool{false, true} {
+		b, err := NewBalancer(context.Background(), Config{PluginFile: wasmbuild.Plugin(t, "averagely"), CacheDir: cacheDir, Eager: eager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if b.IsCooperative() == eager {
+			t.Fatalf("eager %v: IsCooperative %v", eager, b.IsCooperative())
+		}
+		members := []kmsg.JoinGroupResponseMember{
+			{MemberID: "a", ProtocolMetadata: b.JoinGroupMetadata([]string{"t"}, map[string][]int32{"t": {0, 1, 2, 3, 4, 5, 6, 7}}, 4)},
+			{MemberID: "b", ProtocolMetadata: b.JoinGroupMetadata([]string{"t"}, nil, -1)},
+		}
+		mb, _, err := b.MemberBalancer(members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		into, err := mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(topics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := map[string][]int32{}
+		for _, a := range into.IntoSyncAssignment() {
+			var m kmsg.ConsumerMemberAssignment
+			if err := m.ReadFrom(a.MemberAssignment); err != nil {
+				t.Fatal(err)
+			}
+			for _, tp := range m.Topics {
+				plan[a.MemberID] = append(plan[a.MemberID], tp.Partitions...)
+			}
+		}
+		plans[eager] = plan
+	}
+	// averagely gives a 0-3 and b 4-7; cooperatively b waits for a to revoke 4-7.
+	if got := plans[true]; !slices.Equal(got["a"], []int32{0, 1, 2, 3}) || !slices.Equal(got["b"], []int32{4, 5, 6, 7}) {
+		t.Fatalf("eager plan %v", got)
+	}
+	if got := plans[false]; !slices.Equal(got["a"], []int32{0, 1, 2, 3}) || len(got["b"]) != 0 {
+		t.Fatalf("cooperative plan %v", got)
+	}
+}
