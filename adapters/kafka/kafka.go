@@ -63,10 +63,10 @@ type Balancer struct {
 	userData []byte
 
 	// intended is this member's last plan as a leader, before the cooperative adjustment, by
-	// consumer id. A partition that the adjustment held back for a
-	// revocation, or whose owner restarted (a static member keeps its id), has no owner in
-	// the next round's metadata; its intended owner stands in as the previous owner, so the
-	// plugin's second round finishes the first instead of starting over.
+	// consumer id. A partition that the adjustment held back for a revocation, or whose owner
+	// restarted (a static member keeps its id), has no owner in the next round's metadata; its
+	// intended owner stands in as the previous owner, so the plugin's second round finishes the
+	// first instead of starting over.
 	mu       sync.Mutex
 	intended *intended
 }
