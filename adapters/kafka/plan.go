@@ -45,42 +45,35 @@ func (p *assignment) take(ts []int, who []int, resp *abi.Response) error {
 	for _, t := range ts {
 		total += int(p.g.counts[t])
 	}
-	// The request's queue index q is (ts[j], partition) in order; at maps it back.
-	at := func(q int) (t int, part int) {
-		for _, t := range ts {
-			if c := int(p.g.counts[t]); q < c {
-				return t, q
-			} else {
-				q -= c
-			}
+	owners := resp.Owners // each queue's owner as an index into who
+	if owners == nil {    // the list form: one list of queue indices per consumer
+		owners = make([]int32, total)
+		for i := range owners {
+			owners[i] = abi.NoOwner
 		}
-		return -1, -1
-	}
-	if resp.Owners != nil {
-		q := 0
-		for _, t := range ts {
-			own := p.owners[t]
-			for i := range own {
-				c := resp.Owners[q]
-				q++
-				if c == abi.NoOwner {
-					return fmt.Errorf("left partition %s/%d without an owner", p.g.topics[t], i)
+		for c, res := range resp.Results {
+			for _, q := range res.Indices {
+				if q < 0 || q >= total {
+					return fmt.Errorf("named queue %d of %d", q, total)
 				}
-				own[i] = int32(who[c])
+				owners[q] = int32(c)
 			}
 		}
-		return nil
 	}
-	owned := 0
-	for c, res := range resp.Results {
-		for _, q := range res.Indices {
-			t, i := at(int(q))
-			p.owners[t][i] = int32(who[c])
+	if len(owners) != total {
+		return fmt.Errorf("named owners of %d queues, not %d", len(owners), total)
+	}
+	q := 0
+	for _, t := range ts {
+		own := p.owners[t]
+		for i := range own {
+			c := owners[q]
+			q++
+			if c < 0 || int(c) >= len(who) {
+				return fmt.Errorf("left partition %s/%d without an owner", p.g.topics[t], i)
+			}
+			own[i] = int32(who[c])
 		}
-		owned += len(res.Indices)
-	}
-	if owned != total {
-		return fmt.Errorf("left %d of %d partitions without an owner", total-owned, total)
 	}
 	return nil
 }
