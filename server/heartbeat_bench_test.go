@@ -46,8 +46,7 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 	c.Tick(b.Context())
 	body := `{"cid":"10.0.0.7@1007","topics":["T"],"generations":{"T":1},"confirms":true}`
 	h := s.Handler()
-	b.ReportAllocs()
-	for b.Loop() {
+	serve := func(b *testing.B) {
 		req := httptest.NewRequest("POST", "/v1/groups/g/heartbeat", strings.NewReader(body))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -55,4 +54,24 @@ func BenchmarkHeartbeatHandler(b *testing.B) {
 			b.Fatalf("heartbeat: %d %s", w.Code, w.Body)
 		}
 	}
+	// "warm": one goroutine serves them all, as HTTP/1.1's connection goroutine does;
+	// "fresh-goroutine": each on a goroutine of its own, as HTTP/2 serves each stream, which
+	// starts with a small stack that deep frames make the runtime copy.
+	b.Run("warm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			serve(b)
+		}
+	})
+	b.Run("fresh-goroutine", func(b *testing.B) {
+		b.ReportAllocs()
+		done := make(chan struct{})
+		for b.Loop() {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				serve(b)
+			}()
+			<-done
+		}
+	})
 }
