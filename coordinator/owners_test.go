@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -138,6 +139,62 @@ func TestOwnerFormChecked(t *testing.T) {
 		s := e.status("g").Topics["T"]
 		if s.Generation != 1 || s.State != model.StatePluginFailing || !strings.Contains(s.Error, tc.want) {
 			t.Errorf("owners %v: %+v; want generation 1 kept and an error with %q", tc.owners, s, tc.want)
+		}
+	}
+}
+
+// BenchmarkWholeGroupCall is the coordinator's plugin call for the whole-group request of issue
+// 17 (1,024 queues: T on broker-0..3 x 256; 64 consumers) with the built-in wasm plugins:
+// "owners" as the daemon makes it (AllocateOwners, the queue lists built from the owners),
+// "lists" as it was made before (Allocate: the host resolves the owners into 64 index lists,
+// the coordinator validates them again and copies them into queue lists).
+func BenchmarkWholeGroupCall(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(b.TempDir(), store.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	wasm := newWasmAllocator(b, "averagely", "circle", "hash")
+	req := &abi.Request{Group: "g"}
+	for br := range 4 {
+		broker := fmt.Sprintf("broker-%d", br)
+		for q := range 256 {
+			req.Queues = append(req.Queues, abi.Queue{Topic: "T", BrokerName: broker, QueueID: int32(q)})
+		}
+	}
+	for i := range 64 {
+		req.Consumers = append(req.Consumers, fmt.Sprintf("10.0.0.%d@%d", i+1, 4000+i))
+	}
+	abi.Canonicalize(req)
+	for _, strategy := range []string{"averagely", "circle", "hash"} {
+		var want map[string][]abi.Queue
+		for _, form := range []struct {
+			name  string
+			alloc coordinator.Allocator
+		}{{"owners", wasm}, {"lists", listOnly{wasm}}} {
+			b.Run(strategy+"/"+form.name, func(b *testing.B) {
+				c, err := coordinator.New(coordinator.Options{Store: st, Allocator: form.alloc})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				got, _, err := c.AllocateForTest(ctx, strategy, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if want == nil {
+					want = got
+				} else if !maps.EqualFunc(got, want, slices.Equal) {
+					b.Fatal("the owner and list forms give different assignments")
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, _, err := c.AllocateForTest(ctx, strategy, req); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
