@@ -198,3 +198,23 @@ func BenchmarkWholeGroupCall(b *testing.B) {
 		}
 	}
 }
+
+// TestOwnerFormRuns: AVG-like owners (never decreasing, none missing) give each member the run of
+// mqAll it owns, and a caller appending to one member's queues does not write into the next's.
+func TestOwnerFormRuns(t *testing.T) {
+	e := newEnv(t, func(o *coordinator.Options) { o.Allocator = &ownerAnswer{owners: []int32{0, 0, 1, 1, 1}} })
+	e.handoff = model.HandoffEager // members get the plugin's lists as they are
+	e.topic("T", 5)
+	e.group("g", "averagely")
+	e.hb("g", "c1", "T")
+	e.hb("g", "c2", "T")
+	e.advance(time.Second)
+	first := e.hb("g", "c1", "T").Queues["T"]
+	if got := ids(first); !slices.Equal(got, []int32{0, 1}) {
+		t.Fatalf("c1 has %v, want [0 1]", got)
+	}
+	_ = append(first, abi.Queue{Topic: "T", BrokerName: "broker-a", QueueID: 99})
+	if got := ids(e.hb("g", "c2", "T").Queues["T"]); !slices.Equal(got, []int32{2, 3, 4}) {
+		t.Fatalf("c2 has %v after an append to c1's queues, want [2 3 4]", got)
+	}
+}

@@ -270,38 +270,42 @@ func (c *Coordinator) allocate(ctx context.Context, plugin string, req *abi.Requ
 // ownersAssignment is key -> queues from an owner-form answer that abi.CheckOwners accepted (every
 // owner NoOwner or the first index of its consumer id): each consumer's queues in mqAll order, as
 // the list form resolved from the same owners gives them, every consumer present (an empty list
-// for one that owns nothing), the lists slices of one array.
+// for one that owns nothing). When the owners never decrease and none is missing (AVG's blocks),
+// each list is the run of req.Queues it owns, shared as the broadcast case shares the queues
+// (a generation's lists are never written, and their capacity ends with them); otherwise the
+// lists are slices of one copy.
 func ownersAssignment(req *abi.Request, owners []int32) map[string][]abi.Queue {
 	nc := len(req.Consumers)
-	end := make([]int, nc+1) // end[o+1] counts owner o's queues, then ends its run in flat
-	owned := 0
+	end := make([]int, nc+1) // end[o+1] counts owner o's queues, then ends its run
+	runs, prev := true, int32(0)
 	for _, o := range owners {
-		if o >= 0 {
-			end[o+1]++
-			owned++
+		if o < 0 {
+			runs = false
+			continue
 		}
+		end[o+1]++
+		runs = runs && o >= prev
+		prev = o
 	}
 	for o := range nc {
 		end[o+1] += end[o]
 	}
-	flat := make([]abi.Queue, owned)
-	// next[o] is where owner o's next queue goes, from the start of its run (end[o]) to the end
-	// of it; next shares end's array, which is no longer needed.
-	next := end[:nc:nc]
-	for q, o := range owners {
-		if o >= 0 {
-			flat[next[o]] = req.Queues[q]
-			next[o]++
+	queues := req.Queues
+	if !runs {
+		queues = make([]abi.Queue, end[nc])
+		next := slices.Clone(end[:nc]) // where owner o's next queue goes
+		for q, o := range owners {
+			if o >= 0 {
+				queues[next[o]] = req.Queues[q]
+				next[o]++
+			}
 		}
 	}
-	// Owner o's run is flat[start:next[o]], start being the end of the run before it.
 	out := make(map[string][]abi.Queue, nc)
-	start := 0
 	for o := range nc {
 		if _, seen := out[req.Consumers[o]]; !seen { // a repeated id: its first index owns
-			out[req.Consumers[o]] = flat[start:next[o]:next[o]]
+			out[req.Consumers[o]] = queues[end[o]:end[o+1]:end[o+1]]
 		}
-		start = next[o]
 	}
 	return out
 }
