@@ -274,26 +274,55 @@ func BenchmarkPeers(b *testing.B) {
 			// consumer joining and leaving by turns. For hash this is the figure that counts:
 			// its memo of MD5 hashes (hash.Memo) serves the unchanged queues and consumers only.
 			b.Run("wasm-rebalance", func(b *testing.B) {
-				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close(ctx)
 				joined := wholeGroupRequest()
 				joined.Consumers = append(joined.Consumers, "10.0.0.200@9999")
 				abi.Canonicalize(joined)
-				reqs := []*abi.Request{req, joined}
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					if _, err := p.Allocate(ctx, reqs[i%2]); err != nil {
-						b.Fatal(err)
-					}
-					i++
-				}
+				allocateByTurns(b, rt, s.name, req, joined)
 			})
+			// A plugin instance serving two groups by turns (the daemon's pool hands any
+			// instance any group): the second has the same shape with other broker names and
+			// consumer ids, so neither the encoder's last QUEUES section nor hash's memo serves
+			// the next call. For hash this is the cold call, to compare with native (which
+			// keeps no state either).
+			b.Run("wasm-cold", func(b *testing.B) { allocateByTurns(b, rt, s.name, req, otherGroup(req)) })
 		})
 	}
+}
+
+// allocateByTurns loads the built-in plugin name and times Plugin.Allocate on reqs by turns.
+func allocateByTurns(b *testing.B, rt *host.Runtime, name string, reqs ...*abi.Request) {
+	ctx := context.Background()
+	p, err := rt.Load(ctx, name, buildGuest(b, "plugins/"+name+"/wasm", false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(ctx)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := p.Allocate(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// otherGroup is req's shape as another group: its own group name, broker names and consumer ids.
+func otherGroup(req *abi.Request) *abi.Request {
+	o := &abi.Request{Group: req.Group + "-2", Queues: slices.Clone(req.Queues)}
+	names := map[string]string{}
+	for i := range o.Queues {
+		q := &o.Queues[i]
+		if names[q.BrokerName] == "" {
+			names[q.BrokerName] = "other-" + q.BrokerName
+		}
+		q.BrokerName = names[q.BrokerName] // one string per broker, as the daemon's mqAll
+	}
+	for _, c := range req.Consumers {
+		o.Consumers = append(o.Consumers, "9."+c)
+	}
+	abi.Canonicalize(o)
+	return o
 }
 
 // nativeHashMemo is hash's whole-group answer as its wasm main computes it (a ring from m, the

@@ -31,6 +31,18 @@ type Allocator interface {
 	Allocate(ctx context.Context, plugin string, req *abi.Request) (resp *abi.Response, version string, err error)
 }
 
+// OwnerAllocator is an Allocator that can hand back a whole-group answer in the owner form (ABI
+// 1.1, ABI.md §5.4: one owner index per queue, resp.Owners, with no per-consumer lists), as
+// host.Plugin.AllocateOwners does. The coordinator calls AllocateOwners when its Allocator has it
+// and builds the generation's queue lists from the owners itself: the lists Allocate would build
+// first, and Validate's owner table, are work the coordinator then throws away (RATIONALE.md).
+// An answer may still come in the list form (resp.Owners nil: a plugin that does not speak 1.1,
+// or a request its checks refuse); it is read as Allocate's.
+type OwnerAllocator interface {
+	Allocator
+	AllocateOwners(ctx context.Context, plugin string, req *abi.Request) (resp *abi.Response, version string, err error)
+}
+
 // Defaults of Options.
 const (
 	DefaultSessionTimeout = 30 * time.Second

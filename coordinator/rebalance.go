@@ -223,10 +223,24 @@ func (c *Coordinator) run(ctx context.Context, jobs []*job) {
 // member's queues to nobody.
 func (c *Coordinator) allocate(ctx context.Context, plugin string, req *abi.Request) (map[string][]abi.Queue, string, error) {
 	start := time.Now()
-	resp, version, err := c.opts.Allocator.Allocate(ctx, plugin, req)
+	var resp *abi.Response
+	var version string
+	var err error
+	if oa, ok := c.opts.Allocator.(OwnerAllocator); ok {
+		resp, version, err = oa.AllocateOwners(ctx, plugin, req)
+	} else {
+		resp, version, err = c.opts.Allocator.Allocate(ctx, plugin, req)
+	}
 	c.m.observeCall(plugin, time.Since(start), err)
 	if err != nil {
 		return nil, version, err
+	}
+	if resp.Owners != nil && len(resp.Results) == 0 {
+		if err := abi.CheckOwners(req, resp.Owners); err != nil {
+			c.m.callErrors.WithLabelValues(plugin).Inc()
+			return nil, version, fmt.Errorf("plugin %q: invalid answer: %w", plugin, err)
+		}
+		return ownersAssignment(req, resp.Owners), version, nil
 	}
 	if err := abi.Validate(req, resp); err != nil {
 		c.m.callErrors.WithLabelValues(plugin).Inc()
@@ -251,6 +265,49 @@ func (c *Coordinator) allocate(ctx context.Context, plugin string, req *abi.Requ
 		return nil, version, fmt.Errorf("plugin %q failed for %d of %d members: %s", plugin, len(failures), len(resp.Results), strings.Join(failures, "; "))
 	}
 	return out, version, nil
+}
+
+// ownersAssignment is key -> queues from an owner-form answer that abi.CheckOwners accepted (every
+// owner NoOwner or the first index of its consumer id): each consumer's queues in mqAll order, as
+// the list form resolved from the same owners gives them, every consumer present (an empty list
+// for one that owns nothing). When the owners never decrease and none is missing (AVG's blocks),
+// each list is the run of req.Queues it owns, shared as the broadcast case shares the queues
+// (a generation's lists are never written, and their capacity ends with them); otherwise the
+// lists are slices of one copy.
+func ownersAssignment(req *abi.Request, owners []int32) map[string][]abi.Queue {
+	nc := len(req.Consumers)
+	end := make([]int, nc+1) // end[o+1] counts owner o's queues, then ends its run
+	runs, prev := true, int32(0)
+	for _, o := range owners {
+		if o < 0 {
+			runs = false
+			continue
+		}
+		end[o+1]++
+		runs = runs && o >= prev
+		prev = o
+	}
+	for o := range nc {
+		end[o+1] += end[o]
+	}
+	queues := req.Queues
+	if !runs {
+		queues = make([]abi.Queue, end[nc])
+		next := slices.Clone(end[:nc]) // where owner o's next queue goes
+		for q, o := range owners {
+			if o >= 0 {
+				queues[next[o]] = req.Queues[q]
+				next[o]++
+			}
+		}
+	}
+	out := make(map[string][]abi.Queue, nc)
+	for o := range nc {
+		if _, seen := out[req.Consumers[o]]; !seen { // a repeated id: its first index owns
+			out[req.Consumers[o]] = queues[end[o]:end[o+1]:end[o+1]]
+		}
+	}
+	return out
 }
 
 // pending is a generation waiting to be stored before it replaces the one in force.

@@ -381,6 +381,18 @@ func (r *Registry) Allocate(ctx context.Context, name string, req *abi.Request) 
 	return resp, v.v, err
 }
 
+// AllocateOwners is Allocate through host.Plugin.AllocateOwners: an owner-form answer comes back
+// as resp.Owners, checked, without per-consumer lists.
+func (r *Registry) AllocateOwners(ctx context.Context, name string, req *abi.Request) (*abi.Response, Version, error) {
+	v, err := r.pin(name)
+	if err != nil {
+		return nil, Version{}, err
+	}
+	defer v.unref()
+	resp, err := v.p.AllocateOwners(ctx, req)
+	return resp, v.v, err
+}
+
 // Module returns the bytes and content hash of the version of plugin name in force, or an
 // error wrapping ErrNotFound. The bytes are the registry's: do not modify them.
 func (r *Registry) Module(name string) ([]byte, string, error) {

@@ -367,10 +367,20 @@ func TestInitialLoadAndStatus(t *testing.T) {
 	if s := f.status("a"); s.Stats.Calls < 2 { // the self-test and this call
 		t.Errorf("stats = %+v", s.Stats)
 	}
+	own, ov, err := f.r.AllocateOwners(context.Background(), "a", request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov != v || (own.Owners == nil) == (len(own.Results) == 0) {
+		t.Errorf("AllocateOwners = %+v, %+v; want the version of Allocate and owners or lists", own, ov)
+	}
 	for _, name := range []string{"bad", "nope"} {
 		_, _, err := f.r.Allocate(context.Background(), name, request())
 		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("Allocate(%q) = %v, want ErrNotFound", name, err)
+		}
+		if _, _, err := f.r.AllocateOwners(context.Background(), name, request()); !errors.Is(err, ErrNotFound) {
+			t.Errorf("AllocateOwners(%q) = %v, want ErrNotFound", name, err)
 		}
 	}
 	if _, _, err := f.r.Acquire("nope"); !errors.Is(err, ErrNotFound) {

@@ -42,7 +42,7 @@ row() { # binary, benchmark, N
 	echo "$2 $(((b - a) / (2 * $3))) instructions/op"
 }
 for s in averagely circle; do
-	for k in rocketmq-go native wasm wasm-owners wasm-rebalance; do
+	for k in rocketmq-go native wasm wasm-owners wasm-rebalance wasm-cold; do
 		row bench.test "BenchmarkPeers/$s/$k" "$N"
 	done
 done
@@ -57,7 +57,7 @@ for k in franz-go-cooperative-sticky/fresh allocd-sticky/fresh franz-go-cooperat
 	row bench.test "BenchmarkKafkaPlan64x1024/$k" 20
 done
 row bench.test BenchmarkPeers/hash/rocketmq-go 2 # 0.2 s a call natively
-for k in native native-memo wasm wasm-rebalance; do
+for k in native native-memo wasm wasm-rebalance wasm-cold; do
 	row bench.test "BenchmarkPeers/hash/$k" $((N / 10 + 1))
 done
 row abi.test BenchmarkHostSide/list "$N"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/harness"
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/model"
@@ -184,6 +185,17 @@ type registryAllocator struct {
 func (a registryAllocator) Allocate(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
 	start := time.Now()
 	resp, v, err := a.r.Allocate(ctx, plugin, req)
+	a.calls.observe(plugin, time.Since(start), err, time.Now())
+	return resp, v.Hash, err
+}
+
+var _ coordinator.OwnerAllocator = registryAllocator{}
+
+// AllocateOwners makes registryAllocator a coordinator.OwnerAllocator: the coordinator reads
+// whole-group answers in the owner form.
+func (a registryAllocator) AllocateOwners(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
+	start := time.Now()
+	resp, v, err := a.r.AllocateOwners(ctx, plugin, req)
 	a.calls.observe(plugin, time.Since(start), err, time.Now())
 	return resp, v.Hash, err
 }
