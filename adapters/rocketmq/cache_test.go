@@ -68,12 +68,43 @@ func TestCacheAnswersEachCallFromItsOwnInput(t *testing.T) {
 			t.Fatalf("shuffled input, %s: %v, want %v", cid, got, want)
 		}
 	}
-	// A repeated client id gets the first copy's answer, as the client's index lookup does.
-	dup := append(slices.Clone(cidAll), cidAll[2])
+	// A repeated client id gets the first copy's answer, as the client's index lookup does,
+	// also when the cid passed is the second copy's own string (a hit finds a cid of cidAll by
+	// its address first).
+	dup := append(slices.Clone(cidAll), string([]byte(cidAll[2])))
 	slices.Sort(dup)
-	if got, want := s.Allocate("CG", cidAll[2], mqAll, dup), consumer.AllocateByAveragely("CG", cidAll[2], mqAll, dup); !same(got, want) {
-		t.Fatalf("repeated id: %v, want %v", got, want)
+	for _, cid := range append(dup, cidAll[2]) {
+		if got, want := s.Allocate("CG", cid, mqAll, dup), consumer.AllocateByAveragely("CG", cid, mqAll, dup); !same(got, want) {
+			t.Fatalf("repeated id, %s: %v, want %v", cid, got, want)
+		}
 	}
+}
+
+// A caller that reuses its buffers with new contents gets the answer to the new contents: the
+// cache compares what the slices hold, never only where they are.
+func TestCacheSeesABufferReusedInPlace(t *testing.T) {
+	s := open(t, "averagely", Config{})
+	mqAll, cidAll := rocketmqGroup(rand.New(rand.NewPCG(9, 10)), 40, 6)
+	sorted := slices.Clone(mqAll) // the route in the client's order, whatever mqAll holds
+	check := func(what string) {
+		t.Helper()
+		for _, cid := range cidAll {
+			if got, want := s.Allocate("CG", cid, mqAll, cidAll), consumer.AllocateByAveragely("CG", cid, sorted, cidAll); !same(got, want) {
+				t.Fatalf("%s, %s: %v, want %v", what, cid, got, want)
+			}
+		}
+	}
+	check("first")
+	// A consumer id overwritten in place, the array sorted again: the consumers after it move.
+	cidAll[1] = "9.9.9.9@1"
+	slices.Sort(cidAll)
+	check("consumer overwritten")
+	// Two queues swapped in place: the answer is still the client's order's.
+	mqAll[0], mqAll[len(mqAll)-1] = mqAll[len(mqAll)-1], mqAll[0]
+	check("queues swapped")
+	// One consumer fewer, in the same array.
+	cidAll = cidAll[:len(cidAll)-1]
+	check("consumer dropped")
 }
 
 // The cache keeps at most maxCached (group, topic) entries.
