@@ -142,3 +142,50 @@ func TestHitOfARunAllocatesNothing(t *testing.T) {
 		t.Fatalf("a hit allocated %v times, want 0", n)
 	}
 }
+
+// fromOwners gives every consumer the queues the owners name, in queue order, as runs where
+// the owners never decrease and leave nothing unowned, as a list otherwise: on random owners,
+// AVG-like runs (of any lengths, empty ones too) and runs spoilt at one place.
+func TestFromOwnersMatchesTheOwners(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 3000 {
+		nq, nc := r.IntN(70), 1+r.IntN(20)
+		owners := make([]int32, nq)
+		for q := range owners {
+			owners[q] = int32(r.IntN(nc+1) - 1)
+		}
+		if r.IntN(3) > 0 {
+			slices.Sort(owners)
+			for q := range owners {
+				owners[q] = max(owners[q], 0)
+			}
+			if r.IntN(3) == 0 && nq > 0 {
+				owners[r.IntN(nq)] = int32(r.IntN(nc+1) - 1)
+			}
+		}
+		e := &cached{sorted: make([]string, nc)}
+		e.fromOwners(owners)
+		for i := range nc {
+			var want, got []int32
+			for q, o := range owners {
+				if o == int32(i) {
+					want = append(want, int32(q))
+				}
+			}
+			for k := e.start[i]; k < e.start[i+1]; k++ {
+				if e.runs {
+					got = append(got, k)
+				} else {
+					got = append(got, e.flat[k])
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("owners %v, consumer %d of %d: %v (runs %v), want %v", owners, i, nc, got, e.runs, want)
+			}
+		}
+		sorted := slices.IsSorted(owners) && (nq == 0 || owners[0] >= 0)
+		if e.runs != sorted {
+			t.Fatalf("owners %v: runs %v, want %v", owners, e.runs, sorted)
+		}
+	}
+}

@@ -401,28 +401,39 @@ func (e *cached) fromOwners(owners []int32) {
 
 // runsOf reports whether owners never decrease and leave no queue without an owner, as AVG's
 // answer does, and then sets start (consumer i's queues are queues start[i] to start[i+1]) and
-// runs. It looks at each owner once and writes start only where the owner changes: half the
-// instructions of counting every consumer's queues (RATIONALE.md).
+// runs. It takes a run at a time, as long as the one before it where the queues up to there
+// have one owner (one comparison of the run with itself shifted by a queue, in memequal's wide
+// loads: AVG's runs are all as long but for the first n mod c, one longer), else up to the
+// first queue of another owner, looking at each. A run that goes on past its guess is taken
+// as two of one owner, which sets nothing between them.
 func (e *cached) runsOf(owners []int32) bool {
-	n := int32(len(e.sorted))
-	prev := int32(0)
-	for q, o := range owners {
-		if o == prev {
-			continue
-		}
+	n, nq := int32(len(e.sorted)), len(owners)
+	prev, run := int32(0), 0 // the owner of the run before q (0 before the first) and its length
+	for q := 0; q < nq; {
+		o := owners[q]
 		if o < prev || o >= n { // a descent, or NoOwner (-1) (the host checked o < n)
 			return false
 		}
 		for k := prev + 1; k <= o; k++ {
 			e.start[k] = int32(q)
 		}
-		prev = o
+		end := q + run
+		if run == 0 || end > nq || !sameInt32s(owners[q:end-1], owners[q+1:end]) {
+			for end = q + 1; end < nq && owners[end] == o; end++ {
+			}
+		}
+		prev, run, q = o, end-q, end
 	}
 	for k := prev + 1; k <= n; k++ {
-		e.start[k] = int32(len(owners))
+		e.start[k] = int32(nq)
 	}
 	e.runs = true
 	return true
+}
+
+// sameInt32s is slices.Equal(a, b) for slices of one length, as one block of memory.
+func sameInt32s(a, b []int32) bool {
+	return len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a))
 }
 
 // fromResults fills start and flat from a list-form answer, parallel to e.sorted.
