@@ -241,6 +241,10 @@ type cached struct {
 	// entry's reuses them.
 	queues []abi.Queue
 	qperm  []int
+	// hint is where index last found a cid by its address: a process asks for its own cid,
+	// call after call, and a loop over the members asks for the next one, so the scan starts
+	// there.
+	hint atomic.Int32
 }
 
 // maxCached bounds the cache; past it an arbitrary entry is dropped for each new one.
@@ -460,9 +464,16 @@ func (e *cached) fromResults(results []abi.Result) {
 // each, rather than by a binary search's string comparisons; otherwise by the binary search.
 func (e *cached) index(cid string, cidAll []string) (int, bool) {
 	if len(cidAll) == len(e.sorted) && len(cidAll) > 0 && unsafe.SliceData(e.sorted) == unsafe.SliceData(e.cidAll) {
-		p := unsafe.StringData(cid)
-		for i, c := range cidAll {
-			if unsafe.StringData(c) == p && len(c) == len(cid) {
+		p, h := unsafe.StringData(cid), int(e.hint.Load())
+		for k := range cidAll {
+			i := h + k
+			if i >= len(cidAll) {
+				i -= len(cidAll)
+			}
+			if c := cidAll[i]; unsafe.StringData(c) == p && len(c) == len(cid) {
+				if i != h {
+					e.hint.Store(int32(i))
+				}
 				for i > 0 && e.sorted[i-1] == cid {
 					i-- // the first of a repeated id
 				}
