@@ -242,8 +242,7 @@ type cached struct {
 	queues []abi.Queue
 	qperm  []int
 	// hint is where index last found a cid by its address: a process asks for its own cid,
-	// call after call, and a loop over the members asks for the next one, so the scan starts
-	// there.
+	// call after call, and a loop over the members asks for the next one.
 	hint atomic.Int32
 }
 
@@ -458,17 +457,17 @@ func (e *cached) fromResults(results []abi.Result) {
 }
 
 // index returns cid's index in e.sorted (the first of a repeated id, whose answer the plugin's
-// checks make every copy's). cidAll, when not nil, is the caller's, equal to e.cidAll: where it
-// is sorted (e.sorted is e.cidAll, as the client passes it) and cid is one of its own strings (the
-// same bytes at the same address), the index is found by comparing string headers, a word or two
-// each, rather than by a binary search's string comparisons; otherwise by the binary search.
+// checks make every copy's). cidAll, when not nil, is the caller's, equal to e.cidAll. Where it is
+// sorted (e.sorted is e.cidAll, as the client passes it) and cid is one of its own strings (the
+// same bytes at the same address) at the place where the last such cid was or at the next one,
+// as for a process that asks for its own id again and a loop over the members, two string
+// headers settle it; otherwise the binary search does.
 func (e *cached) index(cid string, cidAll []string) (int, bool) {
-	if len(cidAll) == len(e.sorted) && len(cidAll) > 0 && unsafe.SliceData(e.sorted) == unsafe.SliceData(e.cidAll) {
+	if n := len(cidAll); n == len(e.sorted) && n > 0 && unsafe.SliceData(e.sorted) == unsafe.SliceData(e.cidAll) {
 		p, h := unsafe.StringData(cid), int(e.hint.Load())
-		for k := range cidAll {
-			i := h + k
-			if i >= len(cidAll) {
-				i -= len(cidAll)
+		for _, i := range [2]int{h, h + 1} {
+			if i >= n {
+				i = 0
 			}
 			if c := cidAll[i]; unsafe.StringData(c) == p && len(c) == len(cid) {
 				if i != h {
