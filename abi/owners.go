@@ -45,24 +45,25 @@ func (v *View) DistinctConsumers() bool {
 // HasEmptyConsumer reports whether some id of cidAll is the empty string (RocketMQ's strategies
 // fail such a consumer), from the string table's offsets, without building the ids.
 func (v *View) HasEmptyConsumer() bool {
-	// Four ids an iteration with no branch but the loop's (as Parse's checks): a string of
-	// length l adds (l-1)>>31 to empty, which is 1 for l == 0 only (a request is far below 2 GB).
+	if v.nonEmpty {
+		return false // Parse found no empty string in the table
+	}
+	// Four ids an iteration with no call and no branch but the loop's: a string of length l
+	// adds (l-1)>>31 to empty, which is 1 for l == 0 only (a request is far below 2 GB).
 	var empty uint32
+	offs := v.offs
 	o := v.consumers
 	for ; len(o) >= 16; o = o[16:] {
 		b := o[:16:16] // ids below nstr: Parse checked them
-		empty |= (v.strLen(le.Uint32(b)) - 1) | (v.strLen(le.Uint32(b[4:])) - 1) |
-			(v.strLen(le.Uint32(b[8:])) - 1) | (v.strLen(le.Uint32(b[12:])) - 1)
+		i0, i1, i2, i3 := 4*le.Uint32(b), 4*le.Uint32(b[4:]), 4*le.Uint32(b[8:]), 4*le.Uint32(b[12:])
+		empty |= (le.Uint32(offs[i0+4:]) - le.Uint32(offs[i0:]) - 1) | (le.Uint32(offs[i1+4:]) - le.Uint32(offs[i1:]) - 1) |
+			(le.Uint32(offs[i2+4:]) - le.Uint32(offs[i2:]) - 1) | (le.Uint32(offs[i3+4:]) - le.Uint32(offs[i3:]) - 1)
 	}
 	for ; len(o) >= 4; o = o[4:] {
-		empty |= v.strLen(le.Uint32(o[:4:4])) - 1
+		i := 4 * le.Uint32(o[:4:4])
+		empty |= le.Uint32(offs[i+4:]) - le.Uint32(offs[i:]) - 1
 	}
 	return empty>>31 != 0
-}
-
-// strLen is the length of string id, which is below nstr.
-func (v *View) strLen(id uint32) uint32 {
-	return le.Uint32(v.offs[4*id+4:]) - le.Uint32(v.offs[4*id:])
 }
 
 // AppendOwners appends the owner-form response for owners (one entry per queue: a consumer

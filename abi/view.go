@@ -36,7 +36,10 @@ type View struct {
 	// increasing: the consumers' string ids strictly increase, as the Go writer's ids of a
 	// canonical cidAll without a repeat do (Parse notes it as it checks them).
 	increasing bool
-	err        error // the first bad queue record an accessor met; see Err
+	// nonEmpty: no string of the table is empty (Parse notes it as it checks the offsets), so
+	// no consumer id is.
+	nonEmpty bool
+	err      error // the first bad queue record an accessor met; see Err
 }
 
 // ParseRequest checks that b is a well-formed request of major version 1 and returns a view of
@@ -136,20 +139,24 @@ func (v *View) Parse(b []byte) error {
 		}
 	}
 	nq, nc := v.NumQueues(), v.NumConsumers()
-	if v.qlabels, err = v.attrSection(&sec, SectionQueueLabels, 12, nq, "queue labels"); err != nil {
-		return err
+	// Most requests carry no attributes: four calls fewer (in a wasm guest, a call costs tens of
+	// instructions).
+	if seen[SectionQueueLabels] || seen[SectionQueueMetrics] || seen[SectionConsumerLabels] || seen[SectionConsumerMetrics] {
+		if v.qlabels, err = v.attrSection(&sec, SectionQueueLabels, 12, nq, "queue labels"); err != nil {
+			return err
+		}
+		if v.qmetrics, err = v.attrSection(&sec, SectionQueueMetrics, 16, nq, "queue metrics"); err != nil {
+			return err
+		}
+		if v.clabels, err = v.attrSection(&sec, SectionConsumerLabels, 12, nc, "consumer labels"); err != nil {
+			return err
+		}
+		if v.cmetrics, err = v.attrSection(&sec, SectionConsumerMetrics, 16, nc, "consumer metrics"); err != nil {
+			return err
+		}
+		v.hasQAttr = seen[SectionQueueLabels] || seen[SectionQueueMetrics]
+		v.hasCAttr = seen[SectionConsumerLabels] || seen[SectionConsumerMetrics]
 	}
-	if v.qmetrics, err = v.attrSection(&sec, SectionQueueMetrics, 16, nq, "queue metrics"); err != nil {
-		return err
-	}
-	if v.clabels, err = v.attrSection(&sec, SectionConsumerLabels, 12, nc, "consumer labels"); err != nil {
-		return err
-	}
-	if v.cmetrics, err = v.attrSection(&sec, SectionConsumerMetrics, 16, nc, "consumer metrics"); err != nil {
-		return err
-	}
-	v.hasQAttr = seen[SectionQueueLabels] || seen[SectionQueueMetrics]
-	v.hasCAttr = seen[SectionConsumerLabels] || seen[SectionConsumerMetrics]
 	if seen[SectionPrevOwners] {
 		if v.prev, err = records(sec[SectionPrevOwners], 4, "previous owners"); err != nil {
 			return err
@@ -197,22 +204,27 @@ func (v *View) parseStrings(s []byte) error {
 	// Four offsets an iteration, with no branch but the loop's: in a Go wasm guest every taken
 	// branch goes through the function's dispatch loop, which costs more than the loads
 	// (RATIONALE.md). desc ORs the differences of consecutive offsets, negative when one
-	// decreases; with none decreasing, the last offset bounds all of them.
-	var desc, last int64
+	// decreases; with none decreasing, the last offset bounds all of them. empty ORs the
+	// differences less one, negative as well when a string is empty.
+	var desc, empty, last int64
 	o := v.offs[4:]
 	for len(o) >= 16 {
 		b := o[:16:16]
 		a0, a1, a2, a3 := int64(le.Uint32(b)), int64(le.Uint32(b[4:])), int64(le.Uint32(b[8:])), int64(le.Uint32(b[12:]))
-		desc |= (a0 - last) | (a1 - a0) | (a2 - a1) | (a3 - a2)
+		d0, d1, d2, d3 := a0-last, a1-a0, a2-a1, a3-a2
+		desc |= d0 | d1 | d2 | d3
+		empty |= (d0 - 1) | (d1 - 1) | (d2 - 1) | (d3 - 1)
 		last = a3
 		o = o[16:]
 	}
 	for ; len(o) >= 4; o = o[4:] {
 		a := int64(le.Uint32(o[:4:4]))
 		desc |= a - last
+		empty |= a - last - 1
 		last = a
 	}
 	if desc >= 0 && last <= int64(len(v.blob)) {
+		v.nonEmpty = empty >= 0
 		return nil
 	}
 	prev := uint32(0) // the first offending offset, for the message
