@@ -70,6 +70,12 @@ func checkView(t *testing.T, v *abi.View) {
 		}
 		checkAttrs(t, v.QueueLabel, v.QueueMetric, r.QueueAttrs, i)
 	}
+	if v.HasEmptyConsumer() != slices.Contains(r.Consumers, "") {
+		t.Fatalf("HasEmptyConsumer %v for %q", v.HasEmptyConsumer(), r.Consumers)
+	}
+	if sorted := slices.Sorted(slices.Values(r.Consumers)); len(slices.Compact(sorted)) == len(r.Consumers) && !v.DistinctConsumers() {
+		t.Fatalf("DistinctConsumers false for the distinct %q", r.Consumers)
+	}
 	for i := range v.NumConsumers() {
 		if v.Consumer(i) != r.Consumers[i] {
 			t.Fatalf("Consumer(%d) = %q, decoded %q", i, v.Consumer(i), r.Consumers[i])

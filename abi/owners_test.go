@@ -212,3 +212,23 @@ func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 		}
 	}
 }
+
+// The same agreement on longer answers, with one bad entry anywhere among valid ones (the
+// range check takes four entries at a time) and the edge values of int32.
+func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
+	req := ownersRequest(11, "a", "b", "c")
+	for at := range 11 {
+		for _, bad := range []int32{3, 4, -2, 1<<31 - 1, -1 << 31} {
+			owners := []int32{0, 0, 1, abi.NoOwner, 1, 2, 2, 2, 0, 1, 2}
+			owners[at] = bad
+			_, rerr := abi.ResolveOwners(req, owners)
+			cerr := abi.CheckOwners(req, owners)
+			if cerr == nil || rerr == nil || !strings.Contains(cerr.Error(), fmt.Sprintf("queue %d ", at)) {
+				t.Errorf("owner %d at %d: CheckOwners %v, ResolveOwners %v", bad, at, cerr, rerr)
+			}
+		}
+	}
+	if err := abi.CheckOwners(req, []int32{0, 0, 1, abi.NoOwner, 1, 2, 2, 2, 0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -289,3 +289,64 @@ func TestViewConsumerChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestViewConsumerChecksLong: the same checks on lists long enough for the four-at-a-time loops,
+// with the empty id and the repeat at every position, against their definitions.
+func TestViewConsumerChecksLong(t *testing.T) {
+	for n := range 12 {
+		for at := -1; at < n; at++ {
+			for _, repeat := range []bool{false, true} {
+				cs := make([]string, n)
+				for i := range cs {
+					cs[i] = fmt.Sprintf("c%02d", i)
+				}
+				if at >= 0 && repeat && at > 0 {
+					cs[at] = cs[at-1]
+				} else if at >= 0 && !repeat {
+					cs[at] = ""
+				}
+				for _, group := range []string{"g", ""} { // an empty group: the table has an empty string
+					v := mustParse(t, &abi.Request{Group: group, Queues: queues("T", "b", 1), Consumers: cs})
+					empty, distinct := slices.Contains(cs, ""), len(slices.Compact(slices.Clone(cs))) == len(cs)
+					if v.HasEmptyConsumer() != empty || v.DistinctConsumers() != distinct {
+						t.Errorf("group %q, %q: empty %v distinct %v, want %v %v", group, cs, v.HasEmptyConsumer(), v.DistinctConsumers(), empty, distinct)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestParseRefusesBadStringOffsets: a string table whose offsets decrease anywhere, or whose
+// last offset passes the table's end, is refused with the string it names.
+func TestParseRefusesBadStringOffsets(t *testing.T) {
+	r := &abi.Request{Group: "g", Queues: queues("T", "b", 1)}
+	for i := range 10 {
+		r.Consumers = append(r.Consumers, fmt.Sprintf("consumer-%d", i))
+	}
+	b, err := abi.EncodeRequest(nil, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := int(rd32(b[dirOf(t, b, abi.SectionStrings)+4:]))
+	n := int(rd32(b[sec:]))
+	offs := sec + 4
+	for k := 1; k <= n; k++ {
+		bad := slices.Clone(b)
+		le32(bad[offs+4*k:], rd32(b[offs+4*(k-1):])-1) // below the offset before it
+		if k == 1 {
+			le32(bad[offs+4*k:], 0xffffffff)
+		}
+		if _, err := abi.ParseRequest(bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("string %d ends", k-1)) {
+			t.Errorf("offset %d decreased: %v", k, err)
+		}
+	}
+	bad := slices.Clone(b)
+	le32(bad[offs+4*n:], uint32(len(b))) // past the table's end
+	if _, err := abi.ParseRequest(bad); err == nil {
+		t.Error("a last offset past the table's end was accepted")
+	}
+	if _, err := abi.ParseRequest(b); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -68,12 +68,43 @@ func TestCacheAnswersEachCallFromItsOwnInput(t *testing.T) {
 			t.Fatalf("shuffled input, %s: %v, want %v", cid, got, want)
 		}
 	}
-	// A repeated client id gets the first copy's answer, as the client's index lookup does.
-	dup := append(slices.Clone(cidAll), cidAll[2])
+	// A repeated client id gets the first copy's answer, as the client's index lookup does,
+	// also when the cid passed is the second copy's own string (a hit finds a cid of cidAll by
+	// its address first).
+	dup := append(slices.Clone(cidAll), string([]byte(cidAll[2])))
 	slices.Sort(dup)
-	if got, want := s.Allocate("CG", cidAll[2], mqAll, dup), consumer.AllocateByAveragely("CG", cidAll[2], mqAll, dup); !same(got, want) {
-		t.Fatalf("repeated id: %v, want %v", got, want)
+	for _, cid := range append(dup, cidAll[2]) {
+		if got, want := s.Allocate("CG", cid, mqAll, dup), consumer.AllocateByAveragely("CG", cid, mqAll, dup); !same(got, want) {
+			t.Fatalf("repeated id, %s: %v, want %v", cid, got, want)
+		}
 	}
+}
+
+// A caller that reuses its buffers with new contents gets the answer to the new contents: the
+// cache compares what the slices hold, never only where they are.
+func TestCacheSeesABufferReusedInPlace(t *testing.T) {
+	s := open(t, "averagely", Config{})
+	mqAll, cidAll := rocketmqGroup(rand.New(rand.NewPCG(9, 10)), 40, 6)
+	sorted := slices.Clone(mqAll) // the route in the client's order, whatever mqAll holds
+	check := func(what string) {
+		t.Helper()
+		for _, cid := range cidAll {
+			if got, want := s.Allocate("CG", cid, mqAll, cidAll), consumer.AllocateByAveragely("CG", cid, sorted, cidAll); !same(got, want) {
+				t.Fatalf("%s, %s: %v, want %v", what, cid, got, want)
+			}
+		}
+	}
+	check("first")
+	// A consumer id overwritten in place, the array sorted again: the consumers after it move.
+	cidAll[1] = "9.9.9.9@1"
+	slices.Sort(cidAll)
+	check("consumer overwritten")
+	// Two queues swapped in place: the answer is still the client's order's.
+	mqAll[0], mqAll[len(mqAll)-1] = mqAll[len(mqAll)-1], mqAll[0]
+	check("queues swapped")
+	// One consumer fewer, in the same array.
+	cidAll = cidAll[:len(cidAll)-1]
+	check("consumer dropped")
 }
 
 // The cache keeps at most maxCached (group, topic) entries.
@@ -109,5 +140,52 @@ func TestHitOfARunAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { s.Allocate("CG", cidAll[1], mqAll, cidAll) }); n != 0 {
 		t.Fatalf("a hit allocated %v times, want 0", n)
+	}
+}
+
+// fromOwners gives every consumer the queues the owners name, in queue order, as runs where
+// the owners never decrease and leave nothing unowned, as a list otherwise: on random owners,
+// AVG-like runs (of any lengths, empty ones too) and runs spoilt at one place.
+func TestFromOwnersMatchesTheOwners(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for range 3000 {
+		nq, nc := r.IntN(70), 1+r.IntN(20)
+		owners := make([]int32, nq)
+		for q := range owners {
+			owners[q] = int32(r.IntN(nc+1) - 1)
+		}
+		if r.IntN(3) > 0 {
+			slices.Sort(owners)
+			for q := range owners {
+				owners[q] = max(owners[q], 0)
+			}
+			if r.IntN(3) == 0 && nq > 0 {
+				owners[r.IntN(nq)] = int32(r.IntN(nc+1) - 1)
+			}
+		}
+		e := &cached{sorted: make([]string, nc)}
+		e.fromOwners(owners)
+		for i := range nc {
+			var want, got []int32
+			for q, o := range owners {
+				if o == int32(i) {
+					want = append(want, int32(q))
+				}
+			}
+			for k := e.start[i]; k < e.start[i+1]; k++ {
+				if e.runs {
+					got = append(got, k)
+				} else {
+					got = append(got, e.flat[k])
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("owners %v, consumer %d of %d: %v (runs %v), want %v", owners, i, nc, got, e.runs, want)
+			}
+		}
+		sorted := slices.IsSorted(owners) && (nq == 0 || owners[0] >= 0)
+		if e.runs != sorted {
+			t.Fatalf("owners %v: runs %v, want %v", owners, e.runs, sorted)
+		}
 	}
 }

@@ -241,6 +241,9 @@ type cached struct {
 	// entry's reuses them.
 	queues []abi.Queue
 	qperm  []int
+	// hint is where index last found a cid by its address: a process asks for its own cid,
+	// call after call, and a loop over the members asks for the next one.
+	hint atomic.Int32
 }
 
 // maxCached bounds the cache; past it an arbitrary entry is dropped for each new one.
@@ -267,7 +270,7 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 			}
 		}
 	}
-	i, ok := e.index(cid)
+	i, ok := e.index(cid, cidAll)
 	if c.last.Load() != e {
 		c.last.Store(e)
 	}
@@ -288,9 +291,12 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 	return out, true, nil
 }
 
-// answers reports whether e is the answer of plugin version v to mqAll and cidAll.
+// answers reports whether e is the answer of plugin version v to mqAll and cidAll. cidAll is
+// compared first: it is an eighth of mqAll's size (64 string headers against 1,024 pointers in a
+// rebalance of 64 consumers), and the input that changes from one rebalance to the next is most
+// often the consumers, so a miss fails there without reading mqAll (RATIONALE.md).
 func (e *cached) answers(v string, mqAll []*primitive.MessageQueue, cidAll []string) bool {
-	return e.version == v && sameQueues(mqAll, e.mqAll) && sameStrings(cidAll, e.cidAll)
+	return e.version == v && sameStrings(cidAll, e.cidAll) && sameQueues(mqAll, e.mqAll)
 }
 
 // lastGood returns the last good answer for cid of (group, topic), as values, or nil.
@@ -301,7 +307,7 @@ func (c *groupCache) lastGood(group, topic, cid string) []primitive.MessageQueue
 	if e == nil {
 		return nil
 	}
-	i, ok := e.index(cid)
+	i, ok := e.index(cid, nil)
 	if !ok {
 		return nil
 	}
@@ -398,28 +404,39 @@ func (e *cached) fromOwners(owners []int32) {
 
 // runsOf reports whether owners never decrease and leave no queue without an owner, as AVG's
 // answer does, and then sets start (consumer i's queues are queues start[i] to start[i+1]) and
-// runs. It looks at each owner once and writes start only where the owner changes: half the
-// instructions of counting every consumer's queues (RATIONALE.md).
+// runs. It takes a run at a time, as long as the one before it where the queues up to there
+// have one owner (one comparison of the run with itself shifted by a queue, in memequal's wide
+// loads: AVG's runs are all as long but for the first n mod c, one longer), else up to the
+// first queue of another owner, looking at each. A run that goes on past its guess is taken
+// as two of one owner, which sets nothing between them.
 func (e *cached) runsOf(owners []int32) bool {
-	n := int32(len(e.sorted))
-	prev := int32(0)
-	for q, o := range owners {
-		if o == prev {
-			continue
-		}
+	n, nq := int32(len(e.sorted)), len(owners)
+	prev, run := int32(0), 0 // the owner of the run before q (0 before the first) and its length
+	for q := 0; q < nq; {
+		o := owners[q]
 		if o < prev || o >= n { // a descent, or NoOwner (-1) (the host checked o < n)
 			return false
 		}
 		for k := prev + 1; k <= o; k++ {
 			e.start[k] = int32(q)
 		}
-		prev = o
+		end := q + run
+		if run == 0 || end > nq || !sameInt32s(owners[q:end-1], owners[q+1:end]) {
+			for end = q + 1; end < nq && owners[end] == o; end++ {
+			}
+		}
+		prev, run, q = o, end-q, end
 	}
 	for k := prev + 1; k <= n; k++ {
-		e.start[k] = int32(len(owners))
+		e.start[k] = int32(nq)
 	}
 	e.runs = true
 	return true
+}
+
+// sameInt32s is slices.Equal(a, b) for slices of one length, as one block of memory.
+func sameInt32s(a, b []int32) bool {
+	return len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a))
 }
 
 // fromResults fills start and flat from a list-form answer, parallel to e.sorted.
@@ -440,8 +457,29 @@ func (e *cached) fromResults(results []abi.Result) {
 }
 
 // index returns cid's index in e.sorted (the first of a repeated id, whose answer the plugin's
-// checks make every copy's).
-func (e *cached) index(cid string) (int, bool) {
+// checks make every copy's). cidAll, when not nil, is the caller's, equal to e.cidAll. Where it is
+// sorted (e.sorted is e.cidAll, as the client passes it) and cid is one of its own strings (the
+// same bytes at the same address) at the place where the last such cid was or at the next one,
+// as for a process that asks for its own id again and a loop over the members, two string
+// headers settle it; otherwise the binary search does.
+func (e *cached) index(cid string, cidAll []string) (int, bool) {
+	if n := len(cidAll); n == len(e.sorted) && n > 0 && unsafe.SliceData(e.sorted) == unsafe.SliceData(e.cidAll) {
+		p, h := unsafe.StringData(cid), int(e.hint.Load())
+		for _, i := range [2]int{h, h + 1} {
+			if i >= n {
+				i = 0
+			}
+			if c := cidAll[i]; unsafe.StringData(c) == p && len(c) == len(cid) {
+				if i != h {
+					e.hint.Store(int32(i))
+				}
+				for i > 0 && e.sorted[i-1] == cid {
+					i-- // the first of a repeated id
+				}
+				return i, true
+			}
+		}
+	}
 	return slices.BinarySearch(e.sorted, cid)
 }
 

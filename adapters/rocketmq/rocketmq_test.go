@@ -28,7 +28,7 @@ var cacheDir = filepath.Join(os.TempDir(), "allocd-test-cache")
 // The adapter is a consumer.AllocateStrategy.
 var _ consumer.AllocateStrategy = (*Strategy)(nil).Allocate
 
-func open(t *testing.T, plugin string, cfg Config) *Strategy {
+func open(t testing.TB, plugin string, cfg Config) *Strategy {
 	t.Helper()
 	cfg.PluginFile = wasmbuild.Plugin(t, plugin)
 	if cfg.CacheDir == "" {
