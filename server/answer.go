@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 
@@ -37,7 +38,7 @@ func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, b
 		return append(b, "null"...), true
 	}
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) { // encoding/json's order
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -89,14 +90,4 @@ func appendPlain(b []byte, s string) ([]byte, bool) {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"'), true
-}
-
-// sortedKeys returns m's keys sorted, as encoding/json orders them.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -201,15 +201,6 @@ type view struct {
 // view.topics and view.members.
 type claim struct{ topic, partition, member int32 }
 
-// prevOwner is topic/p's current owner, if it has one.
-func (g *view) prevOwner(topic string, p int32) (int, bool) {
-	t, ok := g.index[topic]
-	if !ok || p < 0 || p >= g.counts[t] || g.prev[t][p] < 0 {
-		return 0, false
-	}
-	return int(g.prev[t][p]), true
-}
-
 // view reads the members' ids, topics and labels, and who owns which partition now.
 func (b *Balancer) view(cb *kgo.ConsumerBalancer, topics map[string]int32) *view {
 	g := &view{topics: slices.Sorted(maps.Keys(topics)), index: make(map[string]int, len(topics))}

@@ -46,3 +46,12 @@ func TestJoinGroupMetadataCarriesTheMember(t *testing.T) {
 		t.Fatalf("owners %v, generation %d", v.prev, members[0].gen)
 	}
 }
+
+// prevOwner is topic/p's current owner, if it has one.
+func (g *view) prevOwner(topic string, p int32) (int, bool) {
+	t, ok := g.index[topic]
+	if !ok || p < 0 || p >= g.counts[t] || g.prev[t][p] < 0 {
+		return 0, false
+	}
+	return int(g.prev[t][p]), true
+}
