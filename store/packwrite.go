@@ -18,24 +18,21 @@ import (
 // packedAssignments, maps of coded strings or re-scan of the output.
 func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 	// Handoffs that share their members and times, in order of first appearance.
-	type handoffKey struct {
-		from, to        string
-		since, deadline time.Time
-	}
-	type run struct {
-		handoffKey
-		qs []abi.Queue
-	}
 	var runs []run
 	if len(g.Handoffs) > 0 {
+		// Handoffs in queue order come in stretches of one run (a member's block of queues held
+		// back for one other): the previous handoff's run is tried before the map.
 		at := map[handoffKey]int{}
+		i := -1
 		for _, h := range g.Handoffs {
-			k := handoffKey{h.From, h.To, h.Since, h.Deadline}
-			i, ok := at[k]
-			if !ok {
-				i = len(runs)
-				at[k] = i
-				runs = append(runs, run{handoffKey: k})
+			if i < 0 || !runs[i].same(h.From, h.To, h.Since, h.Deadline) {
+				k := handoffKey{h.From, h.To, h.Since, h.Deadline}
+				var ok bool
+				if i, ok = at[k]; !ok {
+					i = len(runs)
+					at[k] = i
+					runs = append(runs, run{handoffKey: k})
+				}
 			}
 			runs[i].qs = append(runs[i].qs, h.Queue)
 		}
@@ -169,6 +166,23 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 		b = append(b, ']')
 	}
 	return append(b, "}}"...), nil
+}
+
+// handoffKey is what the handoffs of one run share.
+type handoffKey struct {
+	from, to        string
+	since, deadline time.Time
+}
+
+type run struct {
+	handoffKey
+	qs []abi.Queue
+}
+
+// same reports whether a handoff with these members and times belongs to r. Times are compared
+// as == would (wall clock, monotonic reading and location), as the map key compares them.
+func (r *run) same(from, to string, since, deadline time.Time) bool {
+	return r.from == from && r.to == to && r.since == since && r.deadline == deadline
 }
 
 // sortedKeys are m's keys in order: like, a sorted list, when m has exactly those keys.

@@ -1,0 +1,114 @@
+package coordinator
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
+	"github.com/allocd/allocd/store"
+)
+
+// randomGeneration assigns the queues of brokers x perBroker to some of keys (a queue may go to
+// nobody), with client ids for the keys and, when handoffs, some queues held back from their
+// owner in queue order.
+func randomGeneration(r *rand.Rand, keys []string, cidSuffix string, brokers, perBroker int, handoffs bool) *store.Generation {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	gen := &store.Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{}, CIDs: map[string]string{}}
+	for _, k := range keys {
+		gen.Assignment[k] = []abi.Queue{}
+		gen.CIDs[k] = k + cidSuffix
+	}
+	for b := range brokers {
+		for id := range perBroker {
+			q := abi.Queue{Topic: "T", BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(id * 2)}
+			if r.IntN(10) == 0 {
+				continue // nobody's
+			}
+			k := keys[r.IntN(len(keys))]
+			if handoffs && r.IntN(4) == 0 {
+				from := keys[r.IntN(len(keys))]
+				since := at.Add(time.Duration(r.IntN(2)) * time.Second)
+				gen.Handoffs = append(gen.Handoffs, model.Handoff{Queue: q, From: from, To: k, Since: since, Deadline: since.Add(time.Minute)})
+				continue
+			}
+			gen.Assignment[k] = append(gen.Assignment[k], q)
+		}
+	}
+	return gen
+}
+
+// The history record coded from owner slots (packHistoryMoves) is byte for byte the one
+// MarshalHistoryEntry writes for the spelled-out moves and pending handoffs, whatever moved:
+// queues between members, to and from nobody, a restarted member's new client id, with and
+// without a table of the queues, with releases; and it reads back as those moves.
+func TestPackedHistoryMoves(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"a", "b", "c", "d", "e"}
+	for round := range 40 {
+		old := randomGeneration(r, keys[:2+r.IntN(3)], "@1", 1+r.IntN(3), 1+r.IntN(20), false)
+		gen := randomGeneration(r, keys[r.IntN(2):], "@1", 1+r.IntN(3), 1+r.IntN(20), round%2 == 0)
+		if round%3 == 0 {
+			gen.CIDs["c"] = "c@2" // restarted under its instance id: its queues move to the new id
+		}
+		if round%5 == 0 {
+			old = nil // the first generation
+		}
+		var table *store.QueueTable
+		if round%4 == 1 {
+			table = store.NewQueueTable(gen.Assignment) // lacks old's queues: rebuilt
+		}
+		var released []model.Release
+		if len(gen.Handoffs) > 0 {
+			released = []model.Release{{Member: "a@1", Reason: model.ReleaseConfirmed, Queues: []abi.Queue{gen.Handoffs[0].Queue}}}
+		}
+		e := model.HistoryEntry{Group: "g", Topic: "T", Generation: int64(round + 1), At: time.Unix(int64(round), 0).UTC(),
+			Trigger: model.Trigger{Causes: []string{model.CauseJoined}, Released: released}}
+		pk, n, ok := packHistoryMoves(old, gen, table, released)
+		if !ok {
+			t.Fatalf("round %d: not packed", round)
+		}
+		got, err := store.MarshalPackedHistoryEntry(e, pk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spelled := e
+		spelled.Moves, spelled.Pending = moves(old, gen, table), handoffsByCID(gen)
+		want, err := store.MarshalHistoryEntry(spelled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: packed from owner slots\n%s\nwant\n%s", round, got, want)
+		}
+		if n != len(spelled.Moves) {
+			t.Errorf("round %d: %d moves counted, %d listed", round, n, len(spelled.Moves))
+		}
+		var back model.HistoryEntry
+		if err := store.UnmarshalHistoryEntry(got, &back); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(back.Moves, back.Pending) != fmt.Sprint(spelled.Moves, spelled.Pending) {
+			t.Errorf("round %d: read back %v %v, want %v %v", round, back.Moves, back.Pending, spelled.Moves, spelled.Pending)
+		}
+	}
+}
+
+// Handoffs out of queue order are not packed from slots: the caller spells them out, as
+// MarshalHistoryEntry does, rather than storing a record that cannot be read back.
+func TestPackedHistoryMovesOutOfOrder(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	qa, qb := abi.Queue{Topic: "T", BrokerName: "b", QueueID: 1}, abi.Queue{Topic: "T", BrokerName: "b", QueueID: 2}
+	gen := &store.Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{"x": {}},
+		Handoffs: []model.Handoff{{Queue: qb, From: "y", To: "x", Since: at, Deadline: at}, {Queue: qa, From: "y", To: "x", Since: at, Deadline: at}}}
+	if _, _, ok := packHistoryMoves(nil, gen, nil, nil); ok {
+		t.Fatal("handoffs out of order were packed")
+	}
+	gen.Handoffs[0], gen.Handoffs[1] = gen.Handoffs[1], gen.Handoffs[0]
+	if _, _, ok := packHistoryMoves(nil, gen, nil, nil); !ok {
+		t.Fatal("handoffs in order were not packed")
+	}
+}
