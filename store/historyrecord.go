@@ -160,6 +160,7 @@ type MovesPacker struct {
 	pending movesWriter
 	// releases and pendings count what was coded; failed is set by an entry out of order.
 	releases, pendings int
+	lastTimes          int // the previous handoff's index in p.Times
 	failed             bool
 }
 
@@ -223,11 +224,15 @@ func (pk *MovesPacker) Pending(q abi.Queue, from, to uint64, since, deadline tim
 		pk.times = map[handoffTimes]int{}
 	}
 	k := handoffTimes{since, deadline}
-	i, ok := pk.times[k]
-	if !ok {
-		i = len(pk.p.Times)
-		pk.times[k] = i
-		pk.p.Times = append(pk.p.Times, k)
+	i := pk.lastTimes // handoffs come in runs of the same times: no map lookup for those
+	if pk.pendings == 0 || pk.p.Times[i] != k {
+		var ok bool
+		if i, ok = pk.times[k]; !ok {
+			i = len(pk.p.Times)
+			pk.times[k] = i
+			pk.p.Times = append(pk.p.Times, k)
+		}
+		pk.lastTimes = i
 	}
 	pk.pending.buf = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(pk.pending.buf, from), to), uint64(i))
 	pk.pendings++
