@@ -392,6 +392,12 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	ents := make([]*historyRecord, len(batch)) // the published ones' entries
 	for i, p := range batch {
 		gens[i] = *p.gen
+		// Packed over the topic's own queue table: no table of the record's queues is built.
+		if p.j != nil && p.j.table != nil {
+			gens[i].PackOver(p.j.table)
+		} else if rl := c.readLists[p.st.name]; rl != nil && rl.t != nil {
+			gens[i].PackOver(rl.t)
+		}
 		if p.publish {
 			e := c.historyEntry(p)
 			ents[i] = &e
