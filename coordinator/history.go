@@ -290,7 +290,8 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	if old != nil {
 		oldA = old.Assignment
 	}
-	o := &ownerSlots{ids: map[string]int32{"": 0}, cids: []string{""}}
+	o := &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
+	o.ids[""] = 0
 	var before, after []int32
 	for try := 0; ; try++ {
 		if t == nil || try > 0 {

@@ -177,7 +177,7 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 		j.table = rl.table()
 		j.req = &abi.Request{
 			Group: g.cfg.Name, Queues: j.queues, Consumers: keys, ConsumerAttrs: attrs,
-			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table),
+			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table, rl.aligned),
 		}
 	}
 	return j
@@ -193,6 +193,7 @@ type readList struct {
 	brokers []Broker
 	queues  []abi.Queue
 	t       *store.QueueTable
+	aligned bool // queues[i] is in t's slot i (canonical and distinct, as ReadQueues lists them)
 }
 
 // readList is t's read queues, from the cache when its brokers are those of the last call.
@@ -211,13 +212,17 @@ func (c *Coordinator) readList(t Topic) *readList {
 func (rl *readList) table() *store.QueueTable {
 	if rl.t == nil {
 		rl.t = store.QueueTableOf(rl.queues)
+		rl.aligned = rl.t.Len() == len(rl.queues)
+		for i := 0; rl.aligned && i < len(rl.queues); i++ {
+			rl.aligned = rl.t.Index(rl.queues[i]) == i
+		}
 	}
 	return rl.t
 }
 
 // prevOwners lists, parallel to queues, the key that owned each queue in gen; t is the table
-// of queues.
-func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable) []string {
+// of queues, aligned when queues[i] is in its slot i.
+func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable, aligned bool) []string {
 	if gen == nil {
 		return nil
 	}
@@ -228,6 +233,9 @@ func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable) 
 				owner[i] = key
 			}
 		}
+	}
+	if aligned {
+		return owner
 	}
 	out := make([]string, len(queues))
 	for i, q := range queues {
