@@ -189,6 +189,8 @@ type topicState struct {
 	name string
 	// queuesPrint is the inputs' hash of the last snapshot, up to its queues (rebalance.go).
 	queuesPrint *queuesPrint
+	// owners are the owners of the last generation a history entry was made for (history.go).
+	owners *slotOwners
 	// gen is the generation in force; nil before the first. Its maps and slices are never
 	// modified after it is installed, except CIDs under the mutex, so readers share them.
 	gen *store.Generation

@@ -223,18 +223,19 @@ func (h *holding) distinctSet() map[abi.Queue]struct{} {
 	return set
 }
 
-// distinct counts the holding's queues, each once.
-func (h *holding) distinct() int {
-	switch {
-	case h == nil:
-		return 0
-	case len(h.lists) == 1 && !h.own:
-		return len(h.lists[0]) // a generation's list names a queue once
-	case h.set != nil:
-		return len(h.set)
+// within reports whether every queue of h is one of o's: a list both share is not looked into.
+func (h *holding) within(o *holding) bool {
+	for _, l := range h.lists {
+		if slices.ContainsFunc(o.lists, func(ol []abi.Queue) bool { return len(ol) == len(l) && &ol[0] == &l[0] }) {
+			continue
+		}
+		for _, q := range l {
+			if !o.has(q) {
+				return false
+			}
+		}
 	}
-	h.set = h.distinctSet()
-	return len(h.set)
+	return true
 }
 
 // live reports whether a member key counts as live: it has a session, or it may still come back
@@ -478,8 +479,8 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 				now.add(r.assign[m.key])
 			}
 		}
-		if now.distinct() == held.distinct() {
-			continue
+		if held.within(now) && now.within(held) {
+			continue // the same queues
 		}
 		st.ho.holds[m.key] = now
 		if c.letGo(st.gen, m.key, held, now) {

@@ -238,8 +238,12 @@ func (c *Coordinator) historyEntry(p pending) historyRecord {
 	var t *store.QueueTable
 	if p.j != nil {
 		t = p.j.table
+	} else if rl := c.readLists[p.st.name]; rl != nil {
+		t = rl.t // a handoff generation's queues are the topic's too
 	}
-	if pk, n, ok := packHistoryMoves(p.st.gen, p.gen, t, e.Trigger.Released); ok {
+	pk, n, next, ok := packHistoryMoves(p.st.gen, p.gen, t, e.Trigger.Released, p.st.owners)
+	p.st.owners = next // describes p.gen: of no use unless p.gen is installed
+	if ok {
 		return historyRecord{entry: e, packed: pk, moved: n}
 	}
 	e.Moves, e.Pending = moves(p.st.gen, p.gen, t), handoffsByCID(p.gen)
@@ -285,23 +289,32 @@ func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Genera
 // as client indices over t (or a table built here when t lacks a queue): no model.Move or
 // model.Handoff is built. It fails, and the caller spells the moves out, when the handoffs or a
 // release's queues are not in queue order.
-func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released []model.Release) (*store.MovesPacker, int, bool) {
+func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released []model.Release, prev *slotOwners) (*store.MovesPacker, int, *slotOwners, bool) {
 	var oldA map[string][]abi.Queue
 	if old != nil {
 		oldA = old.Assignment
 	}
-	o := &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
-	o.ids[""] = 0
+	var o *ownerSlots
 	var before, after []int32
-	for try := 0; ; try++ {
+	if prev != nil && old != nil && prev.gen == old && t != nil && prev.t == t && len(prev.o.cids) <= 2*(len(oldA)+len(gen.Assignment))+16 {
+		// old's owners are those its own entry found; its client indices go on.
+		o, before, after = prev.o, prev.slots, make([]int32, t.Len())
+		if !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
+		}
+	}
+	for try := 0; o == nil; try++ {
 		if t == nil || try > 0 {
 			t = store.NewQueueTable(oldA, gen.Assignment)
 		}
+		o = &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
+		o.ids[""] = 0
 		before, after = make([]int32, t.Len()), make([]int32, t.Len())
-		if o.fill(before, t, old, oldA) && o.fill(after, t, gen, gen.Assignment) {
-			break
+		if !o.fill(before, t, old, oldA) || !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
 		}
 	}
+	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
 	pk := store.NewMovesPacker()
 	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
 	clientOf := func(i int32) uint64 {
@@ -314,13 +327,13 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	for i := range before {
 		if before[i] != after[i] {
 			if !pk.Move(t.Queue(i), clientOf(before[i]), clientOf(after[i])) {
-				return nil, 0, false // a negative queue id
+				return nil, 0, next, false // a negative queue id
 			}
 			n++
 		}
 	}
 	if !pk.Released(released) {
-		return nil, 0, false
+		return nil, 0, next, false
 	}
 	// Handoffs name member keys; runs of them share their members.
 	var lastFrom, lastTo string
@@ -333,10 +346,21 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 			lastTo, to = h.To, pk.Client(cidOf(gen, h.To))
 		}
 		if !pk.Pending(h.Queue, from, to, h.Since, h.Deadline) {
-			return nil, 0, false
+			return nil, 0, next, false
 		}
 	}
-	return pk, n, true
+	return pk, n, next, true
+}
+
+// slotOwners are a generation's owners by client, slot by slot over a queue table, as its
+// history entry found them: the next entry's moves start from them instead of finding them
+// again. Client ids may change in a generation in force (a restarted static member), which
+// drops them (renameKey).
+type slotOwners struct {
+	gen   *store.Generation
+	t     *store.QueueTable
+	o     *ownerSlots
+	slots []int32
 }
 
 // moves lists the queues whose owner differs between two generations, by client id, in queue

@@ -58,7 +58,7 @@ func TestPackedHistoryMoves(t *testing.T) {
 			old = nil // the first generation
 		}
 		var table *store.QueueTable
-		if round%4 == 1 {
+		if round%4 == 2 {
 			table = store.NewQueueTable(gen.Assignment) // lacks old's queues: rebuilt
 		}
 		var released []model.Release
@@ -67,7 +67,23 @@ func TestPackedHistoryMoves(t *testing.T) {
 		}
 		e := model.HistoryEntry{Group: "g", Topic: "T", Generation: int64(round + 1), At: time.Unix(int64(round), 0).UTC(),
 			Trigger: model.Trigger{Causes: []string{model.CauseJoined}, Released: released}}
-		pk, n, ok := packHistoryMoves(old, gen, table, released)
+		// Half the rounds start from the owners the entry before found (old's over older), over
+		// a table of all three generations' queues.
+		var prev *slotOwners
+		if round%2 == 1 && old != nil {
+			older := randomGeneration(r, keys, "@1", 2, 10, false)
+			table = store.NewQueueTable(older.Assignment, old.Assignment, gen.Assignment)
+			if _, _, prev, _ = packHistoryMoves(older, old, table, nil, nil); prev == nil || prev.gen != old {
+				t.Fatalf("round %d: no owners kept for the next entry", round)
+			}
+			if round%4 == 3 {
+				prev.gen = older // describes another generation: ignored
+			}
+		}
+		pk, n, next, ok := packHistoryMoves(old, gen, table, released, prev)
+		if !ok || next == nil || next.gen != gen {
+			t.Fatalf("round %d: not packed", round)
+		}
 		if !ok {
 			t.Fatalf("round %d: not packed", round)
 		}
@@ -104,11 +120,11 @@ func TestPackedHistoryMovesOutOfOrder(t *testing.T) {
 	qa, qb := abi.Queue{Topic: "T", BrokerName: "b", QueueID: 1}, abi.Queue{Topic: "T", BrokerName: "b", QueueID: 2}
 	gen := &store.Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{"x": {}},
 		Handoffs: []model.Handoff{{Queue: qb, From: "y", To: "x", Since: at, Deadline: at}, {Queue: qa, From: "y", To: "x", Since: at, Deadline: at}}}
-	if _, _, ok := packHistoryMoves(nil, gen, nil, nil); ok {
+	if _, _, _, ok := packHistoryMoves(nil, gen, nil, nil, nil); ok {
 		t.Fatal("handoffs out of order were packed")
 	}
 	gen.Handoffs[0], gen.Handoffs[1] = gen.Handoffs[1], gen.Handoffs[0]
-	if _, _, ok := packHistoryMoves(nil, gen, nil, nil); !ok {
+	if _, _, _, ok := packHistoryMoves(nil, gen, nil, nil, nil); !ok {
 		t.Fatal("handoffs in order were not packed")
 	}
 }

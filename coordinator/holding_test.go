@@ -38,11 +38,19 @@ func TestHoldingBounded(t *testing.T) {
 	if h.has(abi.Queue{Topic: "T", BrokerName: "b0", QueueID: 99}) {
 		t.Error("a queue never told is held")
 	}
-	if h.distinct() != len(told) {
-		t.Errorf("%d distinct queues counted, %d told", h.distinct(), len(told))
+	if n := len(h.distinctSet()); n != len(told) {
+		t.Errorf("%d distinct queues held, %d told", n, len(told))
 	}
 	var empty *holding
-	if empty.has(abi.Queue{}) || empty.distinct() != 0 || empty.queues() != 0 {
+	if empty.has(abi.Queue{}) || empty.queues() != 0 {
 		t.Error("no holding holds something")
+	}
+	// A holding is within another when the other has each of its queues, in whatever lists.
+	a := []abi.Queue{{Topic: "T", BrokerName: "x", QueueID: 1}, {Topic: "T", BrokerName: "x", QueueID: 2}}
+	small, big := &holding{}, &holding{}
+	small.add(a[:1])
+	big.add(a)
+	if !small.within(big) || big.within(small) || !big.within(big) {
+		t.Errorf("within: %v %v %v, want true false true", small.within(big), big.within(small), big.within(big))
 	}
 }
