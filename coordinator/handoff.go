@@ -131,9 +131,10 @@ func (ho *handoffState) holding(key string) *holding {
 	return h
 }
 
-// maxHoldingLists bounds the lists a holding keeps before it merges them into one: a member
-// that never confirms is told a list per generation.
-const maxHoldingLists = maxRecent + 2
+// maxHoldingLists bounds the lists a holding keeps before it merges them into a copy of their
+// distinct queues: a member that never confirms is told a list per generation, and each list
+// keeps its generation's array of queues in memory (the last maxRecent are kept anyway).
+const maxHoldingLists = 4
 
 // holding is the queues a member may hold: the union of some lists, most of them the
 // generations' own (a member told 10 queues in each of two generations holds two references,
@@ -164,6 +165,9 @@ func (h *holding) add(qs []abi.Queue) {
 
 // addOne adds a queue to the holding's own list.
 func (h *holding) addOne(q abi.Queue) {
+	if !h.own && len(h.lists) >= maxHoldingLists {
+		h.merge() // and append to the merged copy
+	}
 	if !h.own {
 		h.lists, h.own = append(h.lists, nil), true
 	}

@@ -633,7 +633,20 @@ func cloneHash(h hash.Hash) hash.Hash {
 	return nil
 }
 
+// writeMap writes m's size, then its keys in order, each with its value.
 func writeMap(w func(string), m map[string]string) {
+	switch len(m) {
+	case 0: // most members' labels: no keys to sort
+		w("0")
+		return
+	case 1:
+		for k, v := range m {
+			w("1")
+			w(k)
+			w(v)
+		}
+		return
+	}
 	keys := slices.Sorted(maps.Keys(m))
 	w(strconv.Itoa(len(keys)))
 	for _, k := range keys {
