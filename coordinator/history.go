@@ -290,30 +290,7 @@ func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Genera
 // model.Handoff is built. It fails, and the caller spells the moves out, when the handoffs or a
 // release's queues are not in queue order.
 func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released []model.Release, prev *slotOwners) (*store.MovesPacker, int, *slotOwners, bool) {
-	var oldA map[string][]abi.Queue
-	if old != nil {
-		oldA = old.Assignment
-	}
-	var o *ownerSlots
-	var before, after []int32
-	if prev != nil && old != nil && prev.gen == old && t != nil && prev.t == t && len(prev.o.cids) <= 2*(len(oldA)+len(gen.Assignment))+16 {
-		// old's owners are those its own entry found; its client indices go on.
-		o, before, after = prev.o, prev.slots, make([]int32, t.Len())
-		if !o.fill(after, t, gen, gen.Assignment) {
-			o = nil
-		}
-	}
-	for try := 0; o == nil; try++ {
-		if t == nil || try > 0 {
-			t = store.NewQueueTable(oldA, gen.Assignment)
-		}
-		o = &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
-		o.ids[""] = 0
-		before, after = make([]int32, t.Len()), make([]int32, t.Len())
-		if !o.fill(before, t, old, oldA) || !o.fill(after, t, gen, gen.Assignment) {
-			o = nil
-		}
-	}
+	o, t, before, after := compareOwners(old, gen, t, prev)
 	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
 	pk := store.NewMovesPacker()
 	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
@@ -352,6 +329,35 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	return pk, n, next, true
 }
 
+// compareOwners finds the owners of old's and gen's queues by client, slot by slot over t (or
+// a table built here when t lacks one of their queues), starting from prev's when they are
+// old's over t.
+func compareOwners(old, gen *store.Generation, t *store.QueueTable, prev *slotOwners) (o *ownerSlots, _ *store.QueueTable, before, after []int32) {
+	var oldA map[string][]abi.Queue
+	if old != nil {
+		oldA = old.Assignment
+	}
+	if prev != nil && old != nil && prev.gen == old && t != nil && prev.t == t && len(prev.o.cids) <= 2*(len(oldA)+len(gen.Assignment))+16 {
+		// old's owners are those its own entry found; its client indices go on.
+		o, before, after = prev.o, prev.slots, make([]int32, t.Len())
+		if !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
+		}
+	}
+	for try := 0; o == nil; try++ {
+		if t == nil || try > 0 {
+			t = store.NewQueueTable(oldA, gen.Assignment)
+		}
+		o = &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
+		o.ids[""] = 0
+		before, after = make([]int32, t.Len()), make([]int32, t.Len())
+		if !o.fill(before, t, old, oldA) || !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
+		}
+	}
+	return o, t, before, after
+}
+
 // slotOwners are a generation's owners by client, slot by slot over a queue table, as its
 // history entry found them: the next entry's moves start from them instead of finding them
 // again. Client ids may change in a generation in force (a restarted static member), which
@@ -368,33 +374,7 @@ type slotOwners struct {
 // generations (t, when it has all their queues, else one built here), which lists the queues
 // in order: no map keyed by queue, no sort.
 func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
-	var oldA map[string][]abi.Queue
-	if old != nil {
-		oldA = old.Assignment
-	}
-	var before, after []string
-	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) bool {
-		for key, qs := range a {
-			cid := cidOf(g, key)
-			for _, q := range qs {
-				i := t.Index(q)
-				if i < 0 {
-					return false
-				}
-				owners[i] = cid
-			}
-		}
-		return true
-	}
-	for try := 0; ; try++ {
-		if t == nil || try > 0 {
-			t = store.NewQueueTable(oldA, gen.Assignment)
-		}
-		before, after = make([]string, t.Len()), make([]string, t.Len())
-		if fill(before, old, oldA) && fill(after, gen, gen.Assignment) {
-			break
-		}
-	}
+	o, t, before, after := compareOwners(old, gen, t, nil)
 	n := 0
 	for i := range before {
 		if before[i] != after[i] {
@@ -404,7 +384,7 @@ func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
 	out := make([]model.Move, 0, n)
 	for i := range before {
 		if before[i] != after[i] {
-			out = append(out, model.Move{Queue: t.Queue(i), From: before[i], To: after[i]})
+			out = append(out, model.Move{Queue: t.Queue(i), From: o.cids[before[i]], To: o.cids[after[i]]})
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,6 +40,33 @@ func randomGeneration(r *rand.Rand, keys []string, cidSuffix string, brokers, pe
 		}
 	}
 	return gen
+}
+
+// naiveMoves is moves the plain way: each queue's owner by client id in a map per generation,
+// the queues whose owners differ sorted.
+func naiveMoves(old, gen *store.Generation) []model.Move {
+	owners := func(g *store.Generation) map[abi.Queue]string {
+		m := map[abi.Queue]string{}
+		if g != nil {
+			for key, qs := range g.Assignment {
+				for _, q := range qs {
+					m[q] = cidOf(g, key)
+				}
+			}
+		}
+		return m
+	}
+	before, after := owners(old), owners(gen)
+	var out []model.Move
+	for _, m := range []map[abi.Queue]string{before, after} {
+		for q := range m {
+			if before[q] != after[q] && !slices.ContainsFunc(out, func(mv model.Move) bool { return mv.Queue == q }) {
+				out = append(out, model.Move{Queue: q, From: before[q], To: after[q]})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b model.Move) int { return abi.CompareQueues(a.Queue, b.Queue) })
+	return out
 }
 
 // The history record coded from owner slots (packHistoryMoves) is byte for byte the one
@@ -99,6 +127,9 @@ func TestPackedHistoryMoves(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("round %d: packed from owner slots\n%s\nwant\n%s", round, got, want)
+		}
+		if naive := naiveMoves(old, gen); fmt.Sprint(spelled.Moves) != fmt.Sprint(naive) {
+			t.Fatalf("round %d: moves %v, want %v", round, spelled.Moves, naive)
 		}
 		if n != len(spelled.Moves) {
 			t.Errorf("round %d: %d moves counted, %d listed", round, n, len(spelled.Moves))
