@@ -140,6 +140,7 @@ type Coordinator struct {
 
 	mu         sync.Mutex
 	topics     map[string]Topic
+	readLists  map[string]*readList // topic name -> its read queues, while its brokers stay (rebalance.go)
 	groups     map[string]*group
 	plugins    map[string]string // plugin name -> version last announced or seen
 	graceUntil time.Time
@@ -186,6 +187,10 @@ type member struct {
 // topicState is one (group, topic): its generation and what is pending for it.
 type topicState struct {
 	name string
+	// queuesPrint is the inputs' hash of the last snapshot, up to its queues (rebalance.go).
+	queuesPrint *queuesPrint
+	// owners are the owners of the last generation a history entry was made for (history.go).
+	owners *slotOwners
 	// gen is the generation in force; nil before the first. Its maps and slices are never
 	// modified after it is installed, except CIDs under the mutex, so readers share them.
 	gen *store.Generation
@@ -431,6 +436,7 @@ func (c *Coordinator) DeleteTopic(name string) error {
 		return storage(err, "deleting topic %q", name)
 	}
 	delete(c.topics, name)
+	delete(c.readLists, name)
 	c.topicChanged(name)
 	c.log.Info().Str("topic", name).Msg("topic deleted")
 	return nil

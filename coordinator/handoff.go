@@ -46,7 +46,7 @@ const maxRecent = 16
 // starts from the persisted generation and its handoffs.
 type handoffState struct {
 	// holds maps a member key to the queues it may hold.
-	holds map[string]map[abi.Queue]struct{}
+	holds map[string]*holding
 	// recent are the last published assignments, oldest first, numbers consecutive.
 	recent []recentGen
 	// reasons are why previous owners let go of held-back queues since the last generation.
@@ -104,29 +104,142 @@ func (c *Coordinator) revokeTimeout(b Binding) time.Duration {
 // load starts the bookkeeping from a persisted generation: a member may hold what it was told,
 // and the previous owners of held-back queues may still hold those.
 func (ho *handoffState) load(gen *store.Generation) {
-	ho.holds = map[string]map[abi.Queue]struct{}{}
+	ho.holds = map[string]*holding{}
 	for key, qs := range gen.Assignment {
 		ho.add(key, qs)
 	}
 	for _, h := range gen.Handoffs {
-		ho.add(h.From, []abi.Queue{h.Queue})
+		ho.holding(h.From).addOne(h.Queue)
 	}
 	ho.recent = []recentGen{{gen.Number, gen.Assignment}}
 	ho.confirmed = nil
 }
 
-func (ho *handoffState) add(key string, qs []abi.Queue) {
+// add notes that key may hold qs, a generation's list (shared, never written).
+func (ho *handoffState) add(key string, qs []abi.Queue) { ho.holding(key).add(qs) }
+
+// holding is key's, made empty if it has none.
+func (ho *handoffState) holding(key string) *holding {
 	if ho.holds == nil {
-		ho.holds = map[string]map[abi.Queue]struct{}{}
+		ho.holds = map[string]*holding{}
 	}
-	set := ho.holds[key]
-	if set == nil {
-		set = make(map[abi.Queue]struct{}, len(qs))
-		ho.holds[key] = set
+	h := ho.holds[key]
+	if h == nil {
+		h = &holding{}
+		ho.holds[key] = h
 	}
-	for _, q := range qs {
-		set[q] = struct{}{}
+	return h
+}
+
+// maxHoldingLists bounds the lists a holding keeps before it merges them into a copy of their
+// distinct queues: a member that never confirms is told a list per generation, and each list
+// keeps its generation's array of queues in memory (the last maxRecent are kept anyway).
+const maxHoldingLists = 4
+
+// holding is the queues a member may hold: the union of some lists, most of them the
+// generations' own (a member told 10 queues in each of two generations holds two references,
+// no set), a queue possibly in several. Walking the lists in their order lets the handoff split
+// look queues up along their brokers; a set is built only to answer membership of a large
+// holding.
+type holding struct {
+	lists [][]abi.Queue
+	own   bool                   // lists[len-1] is the holding's own (addOne appends to it)
+	set   map[abi.Queue]struct{} // all the lists' queues, when built; nil after a change
+}
+
+// add adds a list, shared with its generation.
+func (h *holding) add(qs []abi.Queue) {
+	if len(qs) == 0 {
+		return
 	}
+	for _, l := range h.lists {
+		if len(l) == len(qs) && &l[0] == &qs[0] {
+			return // the same list again (an unchanged member's, shared by two generations)
+		}
+	}
+	h.lists, h.own, h.set = append(h.lists, qs), false, nil
+	if len(h.lists) > maxHoldingLists {
+		h.merge()
+	}
+}
+
+// addOne adds a queue to the holding's own list.
+func (h *holding) addOne(q abi.Queue) {
+	if !h.own && len(h.lists) >= maxHoldingLists {
+		h.merge() // and append to the merged copy
+	}
+	if !h.own {
+		h.lists, h.own = append(h.lists, nil), true
+	}
+	h.lists[len(h.lists)-1] = append(h.lists[len(h.lists)-1], q)
+	h.set = nil
+}
+
+// merge replaces the lists by one of their distinct queues, in queue order.
+func (h *holding) merge() {
+	var all []abi.Queue
+	for _, l := range h.lists {
+		all = append(all, l...)
+	}
+	slices.SortFunc(all, abi.CompareQueues)
+	h.lists, h.own, h.set = [][]abi.Queue{slices.CompactFunc(all, func(a, b abi.Queue) bool { return a == b })}, true, nil
+}
+
+// queues counts the queues of the lists, a queue in two of them twice.
+func (h *holding) queues() int {
+	if h == nil {
+		return 0
+	}
+	n := 0
+	for _, l := range h.lists {
+		n += len(l)
+	}
+	return n
+}
+
+// has reports whether q is one of the holding's queues.
+func (h *holding) has(q abi.Queue) bool {
+	if h == nil {
+		return false
+	}
+	if h.set == nil && h.queues() > 32 {
+		h.set = h.distinctSet()
+	}
+	if h.set != nil {
+		_, ok := h.set[q]
+		return ok
+	}
+	for _, l := range h.lists {
+		if slices.Contains(l, q) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *holding) distinctSet() map[abi.Queue]struct{} {
+	set := make(map[abi.Queue]struct{}, h.queues())
+	for _, l := range h.lists {
+		for _, q := range l {
+			set[q] = struct{}{}
+		}
+	}
+	return set
+}
+
+// within reports whether every queue of h is one of o's: a list both share is not looked into.
+func (h *holding) within(o *holding) bool {
+	for _, l := range h.lists {
+		if slices.ContainsFunc(o.lists, func(ol []abi.Queue) bool { return len(ol) == len(l) && &ol[0] == &l[0] }) {
+			continue
+		}
+		for _, q := range l {
+			if !o.has(q) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // live reports whether a member key counts as live: it has a session, or it may still come back
@@ -167,21 +280,30 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	if t == nil {
 		t = store.NewQueueTable(target)
 	}
-	// The two smallest keys that may hold each queue: the smallest other than a queue's new
-	// owner is one of them.
-	first, second := make([]string, t.Len()), make([]string, t.Len())
-	for key, set := range st.ho.holds {
-		if !c.waitsFor(g, key, now) {
-			continue
+	// The two smallest keys that may hold each queue, as 1 + their rank among the waiting
+	// holders' keys in order (0: none): the smallest other than a queue's new owner is one of
+	// them. Keys are taken in order, so a key seen later never comes before one seen earlier.
+	keys := make([]string, 0, len(st.ho.holds))
+	for key, h := range st.ho.holds {
+		if len(h.lists) > 0 && c.waitsFor(g, key, now) {
+			keys = append(keys, key)
 		}
-		for q := range set {
-			i := t.Index(q)
-			switch {
-			case i < 0:
-			case first[i] == "" || key < first[i]:
-				first[i], second[i] = key, first[i]
-			case second[i] == "" || key < second[i]:
-				second[i] = key
+	}
+	slices.Sort(keys)
+	rank := make(map[string]int32, len(keys))
+	first, second := make([]int32, t.Len()), make([]int32, t.Len())
+	for r, key := range keys {
+		k := int32(r + 1)
+		rank[key] = k
+		for _, l := range st.ho.holds[key].lists {
+			for _, q := range l {
+				switch i := t.Index(q); {
+				case i < 0 || first[i] == k || second[i] != 0:
+				case first[i] == 0:
+					first[i] = k
+				default:
+					second[i] = k
+				}
 			}
 		}
 	}
@@ -194,27 +316,35 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 			}
 		}
 	}
-	heldFor := make([]string, t.Len()) // slot -> the key a held-back queue is for
+	// The new owners, numbered from 1; heldFor[slot] is the one a held-back queue is for.
+	owners := make([]string, 1, len(target)+1)
+	ownerRank := make([]int32, 1, len(target)+1)
+	heldFor := make([]int32, t.Len())
 	held := 0
 	eff := make(map[string][]abi.Queue, len(target))
 	for key, qs := range target {
-		out := make([]abi.Queue, 0, len(qs))
+		own := rank[key] // 0 when key waits for nothing: then no held queue is its own
+		to := int32(len(owners))
+		owners, ownerRank = append(owners, key), append(ownerRank, own)
+		n := 0
 		for _, q := range qs {
-			i := t.Index(q)
-			if i < 0 { // not in the table: nobody else may hold it
+			if i := t.Index(q); i >= 0 {
+				if from := first[i]; from != 0 && (from != own || second[i] != 0) {
+					heldFor[i] = to
+					n++
+				}
+			}
+		}
+		held += n
+		if n == 0 {
+			eff[key] = qs // nothing held back: the target's own list, shared (lists are never written)
+			continue
+		}
+		out := make([]abi.Queue, 0, len(qs)-n)
+		for _, q := range qs {
+			if i := t.Index(q); i < 0 || heldFor[i] != to {
 				out = append(out, q)
-				continue
 			}
-			from := first[i]
-			if from == key {
-				from = second[i]
-			}
-			if from == "" {
-				out = append(out, q)
-				continue
-			}
-			heldFor[i] = key
-			held++
 		}
 		eff[key] = out
 	}
@@ -225,16 +355,16 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	since, deadline := now.UTC(), now.Add(c.revokeTimeout(b)).UTC()
 	hs := make([]model.Handoff, 0, held)
 	for i, to := range heldFor {
-		if to == "" {
+		if to == 0 {
 			continue
 		}
 		from := first[i]
-		if from == to {
+		if from == ownerRank[to] {
 			from = second[i]
 		}
-		h := model.Handoff{Queue: t.Queue(i), From: from, To: to, Since: since, Deadline: deadline}
+		h := model.Handoff{Queue: t.Queue(i), From: keys[from-1], To: owners[to], Since: since, Deadline: deadline}
 		if started != nil && started[i] > 0 {
-			if old := st.gen.Handoffs[started[i]-1]; old.From == from {
+			if old := st.gen.Handoffs[started[i]-1]; old.From == h.From {
 				h.Since, h.Deadline = old.Since, old.Deadline
 			}
 		}
@@ -336,7 +466,7 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 			continue
 		}
 		held := st.ho.holds[m.key]
-		if len(held) == 0 {
+		if held.queues() == 0 {
 			continue
 		}
 		mark := confirmMark{n, st.ho.recent[len(st.ho.recent)-1].number}
@@ -347,16 +477,14 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 			st.ho.confirmed = map[string]confirmMark{}
 		}
 		st.ho.confirmed[m.key] = mark
-		now := map[abi.Queue]struct{}{}
+		now := &holding{}
 		for _, r := range st.ho.recent {
 			if r.number >= n {
-				for _, q := range r.assign[m.key] {
-					now[q] = struct{}{}
-				}
+				now.add(r.assign[m.key])
 			}
 		}
-		if len(now) == len(held) {
-			continue
+		if held.within(now) && now.within(held) {
+			continue // the same queues
 		}
 		st.ho.holds[m.key] = now
 		if c.letGo(st.gen, m.key, held, now) {
@@ -367,17 +495,19 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 
 // letGo reports whether a member key let go of a queue held back from its new owner in gen:
 // one of held not in now that gen's handoffs (sorted by queue) name it the previous owner of.
-func (c *Coordinator) letGo(gen *store.Generation, key string, held, now map[abi.Queue]struct{}) bool {
+func (c *Coordinator) letGo(gen *store.Generation, key string, held, now *holding) bool {
 	if len(gen.Handoffs) == 0 {
 		return false
 	}
-	for q := range held {
-		if _, ok := now[q]; ok {
-			continue
-		}
-		i, found := slices.BinarySearchFunc(gen.Handoffs, q, func(h model.Handoff, q abi.Queue) int { return abi.CompareQueues(h.Queue, q) })
-		if found && gen.Handoffs[i].From == key {
-			return true
+	for _, l := range held.lists {
+		for _, q := range l {
+			if now.has(q) {
+				continue
+			}
+			i, found := slices.BinarySearchFunc(gen.Handoffs, q, func(h model.Handoff, q abi.Queue) int { return abi.CompareQueues(h.Queue, q) })
+			if found && gen.Handoffs[i].From == key {
+				return true
+			}
 		}
 	}
 	return false
@@ -412,7 +542,7 @@ func (c *Coordinator) revokeTimeouts(now time.Time) {
 			}
 			for _, h := range st.gen.Handoffs {
 				m := g.keys[h.From]
-				if _, holds := st.ho.holds[h.From][h.Queue]; m != nil && holds && !now.Before(h.Deadline) {
+				if !now.Before(h.Deadline) && m != nil && st.ho.holds[h.From].has(h.Queue) {
 					late[m] = append(late[m], h.Queue)
 				}
 			}

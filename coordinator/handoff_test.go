@@ -430,3 +430,37 @@ func TestHistoryMovesWhenQueuesChange(t *testing.T) {
 		}
 	}
 }
+
+// A static member that restarts (a new client id for its instance id) in the same window as a
+// join: the next generation's history moves none of its queues away from its old client id,
+// which the generation in force no longer names.
+func TestHistoryAfterStaticRestart(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 6)
+	e.group("g", "averagely")
+	join := func(cid, instance string) {
+		if _, err := e.c.Heartbeat("g", coordinator.Heartbeat{CID: cid, InstanceID: instance, Topics: []string{"T"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, inst := range []string{"pod-0", "pod-1", "pod-2"} {
+		join(fmt.Sprintf("10.0.0.%d@1", i), inst)
+	}
+	e.advance(time.Second)
+	join("10.0.0.3@1", "pod-3")
+	e.clock.Advance(time.Second) // pod-3's rebalance is due at the next Tick ...
+	join("10.0.0.9@7", "pod-1")  // ... which also stores pod-1's new client id
+	e.tick()
+	if n := e.gen("g", "T"); n != 2 {
+		t.Fatalf("generation %d, want 2", n)
+	}
+	en := e.entry(2)
+	if len(en.Moves) == 0 {
+		t.Fatal("pod-3's join moved nothing")
+	}
+	for _, m := range en.Moves {
+		if m.From == "10.0.0.1@1" || m.To == "10.0.0.1@1" {
+			t.Errorf("move %+v names pod-1's client id from before its restart", m)
+		}
+	}
+}

@@ -203,8 +203,23 @@ func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []mo
 	return t
 }
 
+// historyRecord is a history entry to store: its moves and pending handoffs coded in packed
+// (none in entry), or, when they could not be packed, spelled out in entry.
+type historyRecord struct {
+	entry  model.HistoryEntry
+	packed *store.MovesPacker
+	moved  int // the number of moves
+}
+
+func (r *historyRecord) marshal() ([]byte, error) {
+	if r.packed != nil {
+		return store.MarshalPackedHistoryEntry(r.entry, r.packed)
+	}
+	return store.MarshalHistoryEntry(r.entry)
+}
+
 // historyEntry describes the publication of p.gen over the generation in force.
-func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
+func (c *Coordinator) historyEntry(p pending) historyRecord {
 	var nb *basis
 	if p.j != nil {
 		nb = p.j.basis
@@ -213,20 +228,145 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 		Group: p.g.cfg.Name, Topic: p.st.name, Generation: p.gen.Number, At: p.gen.At,
 		Trigger: c.trigger(p.g, p.st, nb, p.released), Plugin: p.gen.Plugin, PluginVersion: p.gen.PluginVersion,
 		Handoff: handoffMode(p.g.cfg.Binding), Members: len(p.gen.Assignment),
-		Pending: handoffsByCID(p.gen),
 	}
-	var t *store.QueueTable
-	if p.j != nil {
-		t = p.j.table
-	}
-	e.Moves = moves(p.st.gen, p.gen, t)
 	for _, qs := range p.gen.Assignment {
 		e.Queues += len(qs)
 	}
 	if !usesPlugin(p.g.cfg.Binding) {
 		e.Handoff = HandoffEager
 	}
-	return e
+	var t *store.QueueTable
+	if p.j != nil {
+		t = p.j.table
+	} else if rl := c.readLists[p.st.name]; rl != nil {
+		t = rl.t // a handoff generation's queues are the topic's too
+	}
+	pk, n, next, ok := packHistoryMoves(p.st.gen, p.gen, t, e.Trigger.Released, p.st.owners)
+	p.st.owners = next // describes p.gen: of no use unless p.gen is installed
+	if ok {
+		return historyRecord{entry: e, packed: pk, moved: n}
+	}
+	e.Moves, e.Pending = moves(p.st.gen, p.gen, t), handoffsByCID(p.gen)
+	return historyRecord{entry: e, moved: len(e.Moves)}
+}
+
+// ownerSlots are the owners of a generation's queues, slot by slot over a queue table, as
+// indices into a list of client ids (0 is nobody).
+type ownerSlots struct {
+	ids  map[string]int32 // client id -> index
+	cids []string         // index -> client id; cids[0] is ""
+}
+
+func (o *ownerSlots) id(cid string) int32 {
+	i, ok := o.ids[cid]
+	if !ok {
+		i = int32(len(o.cids))
+		o.ids[cid] = i
+		o.cids = append(o.cids, cid)
+	}
+	return i
+}
+
+// fill sets owners[slot] to the client of each queue of a (gen's); false when a queue is not in t.
+func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Generation, a map[string][]abi.Queue) bool {
+	for key, qs := range a {
+		cid := o.id(cidOf(gen, key))
+		for _, q := range qs {
+			i := t.Index(q)
+			if i < 0 {
+				return false
+			}
+			owners[i] = cid
+		}
+	}
+	return true
+}
+
+// packHistoryMoves codes, for gen's history record, the moves from old to gen (what moves
+// lists), the released queues and gen's pending handoffs by client id (what handoffsByCID
+// lists), in the order MarshalHistoryEntry codes them, so that the record is byte for byte the
+// one it writes from the spelled-out entry (TestPackedHistoryMoves). The owners are compared
+// as client indices over t (or a table built here when t lacks a queue): no model.Move or
+// model.Handoff is built. It fails, and the caller spells the moves out, when the handoffs or a
+// release's queues are not in queue order.
+func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released []model.Release, prev *slotOwners) (*store.MovesPacker, int, *slotOwners, bool) {
+	o, t, before, after := compareOwners(old, gen, t, prev)
+	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
+	pk := store.NewMovesPacker()
+	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
+	clientOf := func(i int32) uint64 {
+		if client[i] == 0 {
+			client[i] = int64(pk.Client(o.cids[i])) + 1
+		}
+		return uint64(client[i] - 1)
+	}
+	n := 0
+	for i := range before {
+		if before[i] != after[i] {
+			if !pk.Move(t.Queue(i), clientOf(before[i]), clientOf(after[i])) {
+				return nil, 0, next, false // a negative queue id
+			}
+			n++
+		}
+	}
+	if !pk.Released(released) {
+		return nil, 0, next, false
+	}
+	// Handoffs name member keys; runs of them share their members.
+	var lastFrom, lastTo string
+	var from, to uint64
+	for i, h := range gen.Handoffs {
+		if i == 0 || h.From != lastFrom {
+			lastFrom, from = h.From, pk.Client(cidOf(gen, h.From))
+		}
+		if i == 0 || h.To != lastTo {
+			lastTo, to = h.To, pk.Client(cidOf(gen, h.To))
+		}
+		if !pk.Pending(h.Queue, from, to, h.Since, h.Deadline) {
+			return nil, 0, next, false
+		}
+	}
+	return pk, n, next, true
+}
+
+// compareOwners finds the owners of old's and gen's queues by client, slot by slot over t (or
+// a table built here when t lacks one of their queues), starting from prev's when they are
+// old's over t.
+func compareOwners(old, gen *store.Generation, t *store.QueueTable, prev *slotOwners) (o *ownerSlots, _ *store.QueueTable, before, after []int32) {
+	var oldA map[string][]abi.Queue
+	if old != nil {
+		oldA = old.Assignment
+	}
+	if prev != nil && old != nil && prev.gen == old && t != nil && prev.t == t && len(prev.o.cids) <= 2*(len(oldA)+len(gen.Assignment))+16 {
+		// old's owners are those its own entry found; its client indices go on.
+		o, before, after = prev.o, prev.slots, make([]int32, t.Len())
+		if !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
+		}
+	}
+	for try := 0; o == nil; try++ {
+		if t == nil || try > 0 {
+			t = store.NewQueueTable(oldA, gen.Assignment)
+		}
+		o = &ownerSlots{ids: make(map[string]int32, len(gen.Assignment)+1), cids: []string{""}}
+		o.ids[""] = 0
+		before, after = make([]int32, t.Len()), make([]int32, t.Len())
+		if !o.fill(before, t, old, oldA) || !o.fill(after, t, gen, gen.Assignment) {
+			o = nil
+		}
+	}
+	return o, t, before, after
+}
+
+// slotOwners are a generation's owners by client, slot by slot over a queue table, as its
+// history entry found them: the next entry's moves start from them instead of finding them
+// again. Client ids may change in a generation in force (a restarted static member), which
+// drops them (renameKey).
+type slotOwners struct {
+	gen   *store.Generation
+	t     *store.QueueTable
+	o     *ownerSlots
+	slots []int32
 }
 
 // moves lists the queues whose owner differs between two generations, by client id, in queue
@@ -234,33 +374,7 @@ func (c *Coordinator) historyEntry(p pending) model.HistoryEntry {
 // generations (t, when it has all their queues, else one built here), which lists the queues
 // in order: no map keyed by queue, no sort.
 func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
-	var oldA map[string][]abi.Queue
-	if old != nil {
-		oldA = old.Assignment
-	}
-	var before, after []string
-	fill := func(owners []string, g *store.Generation, a map[string][]abi.Queue) bool {
-		for key, qs := range a {
-			cid := cidOf(g, key)
-			for _, q := range qs {
-				i := t.Index(q)
-				if i < 0 {
-					return false
-				}
-				owners[i] = cid
-			}
-		}
-		return true
-	}
-	for try := 0; ; try++ {
-		if t == nil || try > 0 {
-			t = store.NewQueueTable(oldA, gen.Assignment)
-		}
-		before, after = make([]string, t.Len()), make([]string, t.Len())
-		if fill(before, old, oldA) && fill(after, gen, gen.Assignment) {
-			break
-		}
-	}
+	o, t, before, after := compareOwners(old, gen, t, nil)
 	n := 0
 	for i := range before {
 		if before[i] != after[i] {
@@ -270,7 +384,7 @@ func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
 	out := make([]model.Move, 0, n)
 	for i := range before {
 		if before[i] != after[i] {
-			out = append(out, model.Move{Queue: t.Queue(i), From: before[i], To: after[i]})
+			out = append(out, model.Move{Queue: t.Queue(i), From: o.cids[before[i]], To: o.cids[after[i]]})
 		}
 	}
 	return out
@@ -280,9 +394,15 @@ func moves(old, gen *store.Generation, t *store.QueueTable) []model.Move {
 // published, in one transaction when the store can.
 func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	gens := make([]store.Generation, len(batch))
-	ents := make([]*model.HistoryEntry, len(batch)) // the published ones' entries
+	ents := make([]*historyRecord, len(batch)) // the published ones' entries
 	for i, p := range batch {
 		gens[i] = *p.gen
+		// Packed over the topic's own queue table: no table of the record's queues is built.
+		if p.j != nil && p.j.table != nil {
+			gens[i].PackOver(p.j.table)
+		} else if rl := c.readLists[p.st.name]; rl != nil && rl.t != nil {
+			gens[i].PackOver(rl.t)
+		}
 		if p.publish {
 			e := c.historyEntry(p)
 			ents[i] = &e
@@ -305,16 +425,16 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 		}
 	}
 	for _, e := range entries {
-		c.m.moved.WithLabelValues(e.Group).Observe(float64(len(e.Moves)))
+		c.m.moved.WithLabelValues(e.entry.Group).Observe(float64(e.moved))
 	}
 	return nil
 }
 
-func published(ents []*model.HistoryEntry) []model.HistoryEntry {
-	var out []model.HistoryEntry
+func published(ents []*historyRecord) []*historyRecord {
+	var out []*historyRecord
 	for _, e := range ents {
 		if e != nil {
-			out = append(out, *e)
+			out = append(out, e)
 		}
 	}
 	return out
@@ -323,7 +443,7 @@ func published(ents []*model.HistoryEntry) []model.HistoryEntry {
 // storeGenerationsTx writes gens with their history entries (ents, aligned) in one transaction
 // or, when the store cannot take that many records at once (etcd's limits: store.ErrTooLarge),
 // in halves, each generation always with its own history entry.
-func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Generation, ents []*model.HistoryEntry, now time.Time) error {
+func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Generation, ents []*historyRecord, now time.Time) error {
 	entries := published(ents)
 	err := gtx.PutGenerationsTx(gens, func(tx store.Tx) error { return c.writeHistory(tx, entries, now) })
 	if errors.Is(err, store.ErrTooLarge) && len(gens) > 1 {
@@ -336,13 +456,14 @@ func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Ge
 	return err
 }
 
-func (c *Coordinator) writeHistory(tx store.Tx, entries []model.HistoryEntry, now time.Time) error {
+func (c *Coordinator) writeHistory(tx store.Tx, entries []*historyRecord, now time.Time) error {
 	r := store.Retention{Count: c.opts.HistoryLimit, MaxAge: c.opts.HistoryMaxAge}
-	for _, e := range entries {
-		b, err := store.MarshalHistoryEntry(e)
+	for _, rec := range entries {
+		b, err := rec.marshal()
 		if err != nil {
 			return err
 		}
+		e := &rec.entry
 		if err := tx.Put(store.HistoryBucket, store.HistoryKey(e.Group, e.Topic, e.Generation), b); err != nil {
 			return err
 		}

@@ -166,6 +166,7 @@ func (c *Coordinator) renameKey(g *group, key, cid string) {
 		if _, ok := st.gen.Assignment[key]; ok && st.gen.CIDs[key] != cid {
 			st.gen.CIDs[key] = cid
 			st.persist = true
+			st.owners = nil // by client id: stale
 		}
 	}
 }

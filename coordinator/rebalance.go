@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"maps"
 	"slices"
 	"strconv"
@@ -138,8 +140,10 @@ func (c *Coordinator) held(g *group, st *topicState, now time.Time) bool {
 // (broadcasting, message delivery, no members, no queues) it is computed here.
 func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 	j := &job{g: g, st: st, seq: st.seq, binding: b}
+	var rl *readList
 	if t, ok := c.topics[st.name]; ok {
-		j.queues = ReadQueues(t)
+		rl = c.readList(t)
+		j.queues = rl.queues
 	}
 	ms := g.sortedMembers(st.name)
 	j.cids = make(map[string]string, len(ms))
@@ -148,7 +152,7 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 		keys[i] = m.key
 		j.cids[m.key] = m.cid
 	}
-	j.base = inputsBase(b, j.queues, ms)
+	j.base = inputsBase(b, j.queues, ms, &st.queuesPrint)
 	j.basis = newBasis(b, j.queues, ms)
 	switch {
 	case !usesPlugin(b):
@@ -170,18 +174,55 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 				attrs[i].Metrics = map[string]int64{WeightLabel: m.weight}
 			}
 		}
-		j.table = store.QueueTableOf(j.queues)
+		j.table = rl.table()
 		j.req = &abi.Request{
 			Group: g.cfg.Name, Queues: j.queues, Consumers: keys, ConsumerAttrs: attrs,
-			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table),
+			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table, rl.aligned),
 		}
 	}
 	return j
 }
 
+// readList is a topic's read queues in canonical order (ReadQueues), kept while its brokers do
+// not change, and their queue table, made on first use: a rebalance of a 100,000-queue topic
+// neither lists nor numbers them again, and the same list (one backing array) serves every
+// generation of the topic, which lets the inputs' hash (inputsBase) and the handoff bookkeeping
+// recognise it. Lists and table are read under the coordinator's mutex only (the table's
+// lookups remember their last broker) and never written.
+type readList struct {
+	brokers []Broker
+	queues  []abi.Queue
+	t       *store.QueueTable
+	aligned bool // queues[i] is in t's slot i (canonical and distinct, as ReadQueues lists them)
+}
+
+// readList is t's read queues, from the cache when its brokers are those of the last call.
+func (c *Coordinator) readList(t Topic) *readList {
+	if rl := c.readLists[t.Name]; rl != nil && slices.Equal(rl.brokers, t.Brokers) {
+		return rl
+	}
+	rl := &readList{brokers: slices.Clone(t.Brokers), queues: ReadQueues(t)}
+	if c.readLists == nil {
+		c.readLists = map[string]*readList{}
+	}
+	c.readLists[t.Name] = rl
+	return rl
+}
+
+func (rl *readList) table() *store.QueueTable {
+	if rl.t == nil {
+		rl.t = store.QueueTableOf(rl.queues)
+		rl.aligned = rl.t.Len() == len(rl.queues)
+		for i := 0; rl.aligned && i < len(rl.queues); i++ {
+			rl.aligned = rl.t.Index(rl.queues[i]) == i
+		}
+	}
+	return rl.t
+}
+
 // prevOwners lists, parallel to queues, the key that owned each queue in gen; t is the table
-// of queues.
-func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable) []string {
+// of queues, aligned when queues[i] is in its slot i.
+func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable, aligned bool) []string {
 	if gen == nil {
 		return nil
 	}
@@ -192,6 +233,9 @@ func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable) 
 				owner[i] = key
 			}
 		}
+	}
+	if aligned {
+		return owner
 	}
 	out := make([]string, len(queues))
 	for i, q := range queues {
@@ -490,31 +534,50 @@ func (c *Coordinator) nextDeadline(now time.Time) time.Time {
 	return next
 }
 
+// queuesPrint is the inputs' hash (inputsBase) after the binding and the queues of a
+// (group, topic), kept to hash its next members: the binding's bytes and the queue list
+// (compared by identity: a readList's) say whether it still applies.
+type queuesPrint struct {
+	binding []byte
+	queues  []abi.Queue
+	h       hash.Hash
+}
+
+func (p *queuesPrint) matches(binding []byte, queues []abi.Queue) bool {
+	return p != nil && len(p.queues) == len(queues) && len(queues) > 0 && &p.queues[0] == &queues[0] && bytes.Equal(p.binding, binding)
+}
+
 // inputsBase fingerprints what an assignment depends on besides the plugin's version: the
 // binding (the strategy and config only when a plugin is used), the queues, and the members'
 // keys (with labels, when a plugin sees them). Client ids are left out: a static member's
-// restart changes nothing.
-func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
-	h := sha256.New()
+// restart changes nothing. When cache (if not nil) holds the hash of the same binding and queue
+// list, the queues are not hashed again; it is replaced by this call's otherwise. The hash is
+// the same either way (TestInputsCache): the bytes written are.
+func inputsBase(b Binding, queues []abi.Queue, ms []*member, cache **queuesPrint) string {
+	var h hash.Hash
+	flushed := false // some of buf went to h
 	// Each string is written as its length (4 bytes, little-endian) and its bytes, gathered in
 	// a buffer that goes to the hash when it fills.
 	buf := make([]byte, 0, 32<<10)
 	w := func(s string) {
 		if len(buf)+4+len(s) > cap(buf) {
 			h.Write(buf)
-			buf = buf[:0]
+			buf, flushed = buf[:0], true
 		}
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(s)))
 		if len(s) > cap(buf)-len(buf) {
 			h.Write(buf)
 			h.Write([]byte(s))
-			buf = buf[:0]
+			buf, flushed = buf[:0], true
 			return
 		}
 		buf = append(buf, s...)
 	}
 	var num [12]byte
 	wn := func(n int) { w(string(strconv.AppendInt(num[:0], int64(n), 10))) }
+	// The binding's part, gathered whole in buf (unless it is longer than buf) to compare with
+	// the cache's.
+	h = sha256.New()
 	w("allocd-inputs-1")
 	w(string(b.Model))
 	w(string(b.Delivery))
@@ -524,10 +587,30 @@ func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
 		writeMap(w, b.Config)
 	}
 	wn(len(queues))
-	for _, q := range queues {
-		w(q.Topic)
-		w(q.BrokerName)
-		wn(int(q.QueueID))
+	whole := !flushed // the binding's bytes are all in buf
+	var hit hash.Hash
+	if cache != nil && whole && (*cache).matches(buf, queues) {
+		hit = cloneHash((*cache).h)
+	}
+	if hit != nil {
+		h, buf = hit, buf[:0]
+	} else {
+		binding := slices.Clone(buf)
+		for _, q := range queues {
+			w(q.Topic)
+			w(q.BrokerName)
+			wn(int(q.QueueID))
+		}
+		if cache != nil {
+			*cache = nil
+		}
+		if cache != nil && whole && len(queues) > 0 {
+			h.Write(buf) // the hash of what is written so far, whatever the buffer's cuts
+			buf = buf[:0]
+			if saved := cloneHash(h); saved != nil {
+				*cache = &queuesPrint{binding: binding, queues: queues, h: saved}
+			}
+		}
 	}
 	wn(len(ms))
 	for _, m := range ms {
@@ -540,7 +623,30 @@ func inputsBase(b Binding, queues []abi.Queue, ms []*member) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// cloneHash is a copy of h's state, nil if h cannot be copied.
+func cloneHash(h hash.Hash) hash.Hash {
+	if c, ok := h.(hash.Cloner); ok {
+		if dup, err := c.Clone(); err == nil {
+			return dup
+		}
+	}
+	return nil
+}
+
+// writeMap writes m's size, then its keys in order, each with its value.
 func writeMap(w func(string), m map[string]string) {
+	switch len(m) {
+	case 0: // most members' labels: no keys to sort
+		w("0")
+		return
+	case 1:
+		for k, v := range m {
+			w("1")
+			w(k)
+			w(v)
+		}
+		return
+	}
 	keys := slices.Sorted(maps.Keys(m))
 	w(strconv.Itoa(len(keys)))
 	for _, k := range keys {

@@ -62,11 +62,47 @@ type handoffTimes struct {
 
 // MarshalHistoryEntry writes e's history record.
 func MarshalHistoryEntry(e model.HistoryEntry) ([]byte, error) {
-	p, ok := packMoves(e.Moves, e.Pending, e.Trigger.Released)
+	pk := NewMovesPacker()
+	ok := true
+	for _, m := range e.Moves {
+		ok = ok && pk.Move(m.Queue, pk.Client(m.From), pk.Client(m.To))
+	}
+	ok = ok && pk.Released(e.Trigger.Released)
+	for _, h := range e.Pending {
+		ok = ok && pk.Pending(h.Queue, pk.Client(h.From), pk.Client(h.To), h.Since, h.Deadline)
+	}
 	if !ok {
 		return json.Marshal(e) // moves out of order: spelled out, as they were
 	}
-	r := historyRecord{HistoryEntry: e, Packed: p}
+	e.Moves, e.Pending = nil, nil
+	return MarshalPackedHistoryEntry(e, pk)
+}
+
+// ErrMovesOutOfOrder is matched by the error of MarshalPackedHistoryEntry when its packer was
+// given an entry that is not after the previous one of its broker: such moves are stored
+// spelled out (MarshalHistoryEntry).
+var ErrMovesOutOfOrder = errors.New("history moves out of queue order")
+
+// MarshalPackedHistoryEntry writes the history record of e with the moves, the releases' queues
+// and the pending handoffs that pk coded: the record MarshalHistoryEntry writes for e with
+// those Moves, Pending and Trigger.Released, without building them first. e.Moves and e.Pending
+// must be empty; pk must have coded e.Trigger.Released. pk is not changed, so the record may be
+// written again.
+func MarshalPackedHistoryEntry(e model.HistoryEntry, pk *MovesPacker) ([]byte, error) {
+	switch {
+	case pk.failed:
+		return nil, ErrMovesOutOfOrder
+	case len(e.Moves) > 0 || len(e.Pending) > 0:
+		return nil, errors.New("history entry with both packed and unpacked moves")
+	case pk.releases != len(e.Trigger.Released):
+		return nil, fmt.Errorf("history entry with %d releases, %d of them packed", len(e.Trigger.Released), pk.releases)
+	}
+	p := *pk.p
+	p.Moves = base64.RawStdEncoding.EncodeToString(pk.moves.buf)
+	if pk.pendings > 0 {
+		p.Pending = base64.RawStdEncoding.EncodeToString(pk.pending.buf)
+	}
+	r := historyRecord{HistoryEntry: e, Packed: &p}
 	r.HistoryEntry.Moves, r.HistoryEntry.Pending = nil, nil
 	if len(e.Trigger.Released) > 0 {
 		r.Trigger.Released = make([]model.Release, len(e.Trigger.Released))
@@ -110,26 +146,118 @@ func UnmarshalHistoryEntry(b []byte, e *model.HistoryEntry) error {
 	return nil
 }
 
-// movesWriter codes queues over a broker table and owners over a client table.
-type movesWriter struct {
+// MovesPacker codes a history entry's moves, its releases' queues and its pending handoffs as
+// they are found, over one broker table and one client table, for MarshalPackedHistoryEntry: a
+// rebalance that moves 50,000 queues codes them from its owner slices without building a
+// model.Move for each. Each kind must come in queue order; the owners are indices that Client
+// handed out. The zero MovesPacker is not usable; NewMovesPacker makes one.
+type MovesPacker struct {
 	p       *packedMoves
 	brokers map[brokerRef]int
 	clients map[string]int
-	buf     []byte
-	last    int   // the previous entry's broker, -1 before the first
-	lastID  int32 // and its queue id
+	times   map[handoffTimes]int
+	moves   movesWriter
+	pending movesWriter
+	// releases and pendings count what was coded; failed is set by an entry out of order.
+	releases, pendings int
+	lastTimes          int // the previous handoff's index in p.Times
+	failed             bool
+}
+
+// NewMovesPacker returns an empty packer.
+func NewMovesPacker() *MovesPacker {
+	pk := &MovesPacker{
+		p:       &packedMoves{Format: packedMovesFormat, Brokers: []brokerRef{}, Clients: []string{}},
+		brokers: map[brokerRef]int{}, clients: map[string]int{},
+	}
+	pk.moves = movesWriter{pk: pk, last: -1}
+	pk.pending = movesWriter{pk: pk, last: -1}
+	return pk
+}
+
+// Client is cid's index in the client table ("" is nobody), added if it is not there yet.
+func (pk *MovesPacker) Client(cid string) uint64 {
+	i, ok := pk.clients[cid]
+	if !ok {
+		i = len(pk.p.Clients)
+		pk.clients[cid] = i
+		pk.p.Clients = append(pk.p.Clients, cid)
+	}
+	return uint64(i)
+}
+
+// Move codes q's move from client from to client to; it fails (and so does the record) when q
+// is not after the previous move's queue of its broker.
+func (pk *MovesPacker) Move(q abi.Queue, from, to uint64) bool {
+	if !pk.moves.queue(q) {
+		pk.failed = true
+		return false
+	}
+	pk.moves.buf = binary.AppendUvarint(binary.AppendUvarint(pk.moves.buf, from), to)
+	return true
+}
+
+// Released codes the queues of releases, the trigger's, each list in queue order.
+func (pk *MovesPacker) Released(releases []model.Release) bool {
+	var w movesWriter
+	for _, r := range releases {
+		w = movesWriter{pk: pk, buf: w.buf[:0], last: -1}
+		for _, q := range r.Queues {
+			if !w.queue(q) {
+				pk.failed = true
+				return false
+			}
+		}
+		pk.p.Released = append(pk.p.Released, base64.RawStdEncoding.EncodeToString(w.buf))
+		pk.releases++
+	}
+	return true
+}
+
+// Pending codes a handoff under way of q from client from to client to.
+func (pk *MovesPacker) Pending(q abi.Queue, from, to uint64, since, deadline time.Time) bool {
+	if !pk.pending.queue(q) {
+		pk.failed = true
+		return false
+	}
+	if pk.times == nil {
+		pk.times = map[handoffTimes]int{}
+	}
+	k := handoffTimes{since, deadline}
+	i := pk.lastTimes // handoffs come in runs of the same times: no map lookup for those
+	if pk.pendings == 0 || pk.p.Times[i] != k {
+		var ok bool
+		if i, ok = pk.times[k]; !ok {
+			i = len(pk.p.Times)
+			pk.times[k] = i
+			pk.p.Times = append(pk.p.Times, k)
+		}
+		pk.lastTimes = i
+	}
+	pk.pending.buf = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(pk.pending.buf, from), to), uint64(i))
+	pk.pendings++
+	return true
+}
+
+// movesWriter codes one list of queues over its packer's broker table.
+type movesWriter struct {
+	pk     *MovesPacker
+	buf    []byte
+	last   int   // the previous entry's broker, -1 before the first
+	lastID int32 // and its queue id
 }
 
 // queue codes q; it fails when q is not after the previous entry of its broker.
 func (w *movesWriter) queue(q abi.Queue) bool {
+	p := w.pk.p
 	b := w.last
-	if b < 0 || w.p.Brokers[b].Broker != q.BrokerName || w.p.Brokers[b].Topic != q.Topic {
+	if b < 0 || p.Brokers[b].Broker != q.BrokerName || p.Brokers[b].Topic != q.Topic {
 		ref := brokerRef{q.Topic, q.BrokerName}
 		var ok bool
-		if b, ok = w.brokers[ref]; !ok {
-			b = len(w.p.Brokers)
-			w.brokers[ref] = b
-			w.p.Brokers = append(w.p.Brokers, ref)
+		if b, ok = w.pk.brokers[ref]; !ok {
+			b = len(p.Brokers)
+			w.pk.brokers[ref] = b
+			p.Brokers = append(p.Brokers, ref)
 		}
 	}
 	if q.QueueID < 0 {
@@ -146,62 +274,6 @@ func (w *movesWriter) queue(q abi.Queue) bool {
 	}
 	w.last, w.lastID = b, q.QueueID
 	return true
-}
-
-func (w *movesWriter) client(cid string) {
-	i, ok := w.clients[cid]
-	if !ok {
-		i = len(w.p.Clients)
-		w.clients[cid] = i
-		w.p.Clients = append(w.p.Clients, cid)
-	}
-	w.buf = binary.AppendUvarint(w.buf, uint64(i))
-}
-
-// packMoves codes moves and pending; it fails when an entry is not after the previous one of
-// its broker (moves come in queue order).
-func packMoves(moves []model.Move, pending []model.Handoff, released []model.Release) (*packedMoves, bool) {
-	p := &packedMoves{Format: packedMovesFormat, Brokers: []brokerRef{}, Clients: []string{}}
-	w := &movesWriter{p: p, brokers: map[brokerRef]int{}, clients: map[string]int{}, last: -1}
-	for _, m := range moves {
-		if !w.queue(m.Queue) {
-			return nil, false
-		}
-		w.client(m.From)
-		w.client(m.To)
-	}
-	p.Moves = base64.RawStdEncoding.EncodeToString(w.buf)
-	for _, r := range released {
-		w.buf, w.last = w.buf[:0], -1
-		for _, q := range r.Queues {
-			if !w.queue(q) {
-				return nil, false
-			}
-		}
-		p.Released = append(p.Released, base64.RawStdEncoding.EncodeToString(w.buf))
-	}
-	if len(pending) == 0 {
-		return p, true
-	}
-	w.buf, w.last = w.buf[:0], -1
-	times := map[handoffTimes]int{}
-	for _, h := range pending {
-		if !w.queue(h.Queue) {
-			return nil, false
-		}
-		w.client(h.From)
-		w.client(h.To)
-		k := handoffTimes{h.Since, h.Deadline}
-		i, ok := times[k]
-		if !ok {
-			i = len(p.Times)
-			times[k] = i
-			p.Times = append(p.Times, k)
-		}
-		w.buf = binary.AppendUvarint(w.buf, uint64(i))
-	}
-	p.Pending = base64.RawStdEncoding.EncodeToString(w.buf)
-	return p, true
 }
 
 // movesReader decodes what a movesWriter coded.

@@ -10,34 +10,20 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/model"
 )
 
 // appendPackedRecord appends g's record in the packed form: the bytes json.Marshal writes for a
 // generationRecord with Packed set (TestPackedRecordIsJSON compares them), written in one pass
 // into one buffer, each list's base64 straight from its varints, with no intermediate
-// packedAssignments, maps of coded strings or re-scan of the output.
+// packedAssignments, maps of coded strings or re-scan of the output. The queue table is g's
+// packing table (PackOver) when it has all of g's queues, else one of exactly g's queues.
 func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
-	// Handoffs that share their members and times, in order of first appearance.
-	type handoffKey struct {
-		from, to        string
-		since, deadline time.Time
-	}
-	type run struct {
-		handoffKey
-		qs []abi.Queue
-	}
-	var runs []run
-	if len(g.Handoffs) > 0 {
-		at := map[handoffKey]int{}
-		for _, h := range g.Handoffs {
-			k := handoffKey{h.From, h.To, h.Since, h.Deadline}
-			i, ok := at[k]
-			if !ok {
-				i = len(runs)
-				at[k] = i
-				runs = append(runs, run{handoffKey: k})
-			}
-			runs[i].qs = append(runs[i].qs, h.Queue)
+	runs := handoffRuns(g.Handoffs)
+	if g.packTable != nil {
+		out, ok, err := appendPackedOver(b, g, runs, g.packTable)
+		if err != nil || ok {
+			return out, err
 		}
 	}
 	t := newTableBuilder()
@@ -46,15 +32,52 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 			t.add(qs)
 		}
 	}
-	for _, r := range runs {
-		t.add(r.qs)
+	for _, h := range g.Handoffs {
+		t.addOne(h.Queue)
 	}
 	t.build()
+	out, _, err := appendPackedOver(b, g, runs, t)
+	return out, err
+}
 
+// PackOver has g's record packed over t, a table of the queues g's lists name (a topic's whole
+// list, say) when it has them all, instead of a table of g's queues built for the record: the
+// record then lists t's queues, some perhaps named by no list. t must not be used by another
+// goroutine while g is written; a table that lacks one of g's queues is ignored.
+func (g *Generation) PackOver(t *QueueTable) { g.packTable = t }
+
+// handoffRuns groups handoffs that share their members and times, in order of first
+// appearance, each run holding the indices of its handoffs.
+func handoffRuns(hs []model.Handoff) []run {
+	if len(hs) == 0 {
+		return nil
+	}
+	// Handoffs in queue order come in stretches of one run (a member's block of queues held
+	// back for one other): the previous handoff's run is tried before the map.
+	var runs []run
+	at := map[handoffKey]int{}
+	i := -1
+	for n, h := range hs {
+		if i < 0 || !runs[i].same(h.From, h.To, h.Since, h.Deadline) {
+			k := handoffKey{h.From, h.To, h.Since, h.Deadline}
+			var ok bool
+			if i, ok = at[k]; !ok {
+				i = len(runs)
+				at[k] = i
+				runs = append(runs, run{handoffKey: k})
+			}
+		}
+		runs[i].hs = append(runs[i].hs, int32(n))
+	}
+	return runs
+}
+
+// appendPackedOver appends g's record over the queue table t; ok is false (and the bytes
+// appended are to be dropped) when t lacks one of g's queues.
+func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []byte, ok bool, err error) {
 	// The members' keys, sorted once for the maps that have the same keys (CIDs and Assignment
 	// usually do, Target often).
 	keys := slices.Sorted(maps.Keys(g.Assignment))
-	var err error
 	b = append(b, `{"group":`...)
 	b = appendJSONString(b, g.Group)
 	b = append(b, `,"topic":`...)
@@ -85,7 +108,7 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 	}
 	b = append(b, `,"at":`...)
 	if b, err = appendJSONTime(b, g.At); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b = append(b, `,"packed":{"format":"`+packedFormat+`","queues":`...)
 	rs := t.runs()
@@ -110,17 +133,25 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 		b = append(b, ']')
 	}
 	var scratch []byte
-	list := func(b []byte, qs []abi.Queue) []byte {
-		scratch = scratch[:0]
-		prev := -1
-		for _, q := range qs {
-			i := t.Index(q)
-			scratch = binary.AppendVarint(scratch, int64(i-prev))
-			prev = i
-		}
+	missing := false // a queue not in t
+	prev := -1
+	step := func(q abi.Queue) {
+		i := t.Index(q)
+		missing = missing || i < 0
+		scratch = binary.AppendVarint(scratch, int64(i-prev))
+		prev = i
+	}
+	encode := func(b []byte) []byte {
 		b = append(b, '"')
 		b = base64.RawStdEncoding.AppendEncode(b, scratch)
+		scratch, prev = scratch[:0], -1
 		return append(b, '"')
+	}
+	list := func(b []byte, qs []abi.Queue) []byte {
+		for _, q := range qs {
+			step(q)
+		}
+		return encode(b)
 	}
 	code := func(b []byte, m map[string][]abi.Queue, keys []string) []byte {
 		b = append(b, '{')
@@ -156,19 +187,39 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 			b = appendJSONString(b, r.to)
 			b = append(b, `,"since":`...)
 			if b, err = appendJSONTime(b, r.since); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			b = append(b, `,"deadline":`...)
 			if b, err = appendJSONTime(b, r.deadline); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			b = append(b, `,"queues":`...)
-			b = list(b, r.qs)
+			for _, n := range r.hs {
+				step(g.Handoffs[n].Queue)
+			}
+			b = encode(b)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
-	return append(b, "}}"...), nil
+	return append(b, "}}"...), !missing, nil
+}
+
+// handoffKey is what the handoffs of one run share.
+type handoffKey struct {
+	from, to        string
+	since, deadline time.Time
+}
+
+type run struct {
+	handoffKey
+	hs []int32 // the handoffs' indices
+}
+
+// same reports whether a handoff with these members and times belongs to r. Times are compared
+// as == would (wall clock, monotonic reading and location), as the map key compares them.
+func (r *run) same(from, to string, since, deadline time.Time) bool {
+	return r.from == from && r.to == to && r.since == since && r.deadline == deadline
 }
 
 // sortedKeys are m's keys in order: like, a sorted list, when m has exactly those keys.

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,5 +52,49 @@ func TestPackedRecordIsJSON(t *testing.T) {
 	bad := Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{}, At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
 	if _, err := bad.MarshalJSON(); err == nil {
 		t.Error("a time in the year 10000 was written")
+	}
+}
+
+// A record packed over a given table (PackOver) reads back as the same generation when the
+// table has more queues than the generation names, and is the record of the generation's own
+// table when the given one lacks a queue.
+func TestPackOver(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	q := func(broker string, id int32) abi.Queue { return abi.Queue{Topic: "T", BrokerName: broker, QueueID: id} }
+	var all []abi.Queue
+	for _, b := range []string{"a", "b", "c"} {
+		for id := range int32(50) {
+			all = append(all, q(b, id))
+		}
+	}
+	g := Generation{Group: "g", Topic: "T", Number: 3, At: at, CIDs: map[string]string{"x": "x@1"},
+		Assignment: map[string][]abi.Queue{"x": {q("a", 1), q("b", 7)}, "y": {q("c", 49)}},
+		Target:     map[string][]abi.Queue{"x": {q("a", 1), q("b", 7)}, "y": {q("c", 49), q("a", 3)}},
+		Handoffs:   []model.Handoff{{Queue: q("a", 3), From: "x", To: "y", Since: at, Deadline: at.Add(time.Minute)}},
+	}
+	own, err := g.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := g
+	wide.PackOver(QueueTableOf(all))
+	b, err := wide.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(b, own) {
+		t.Fatal("the wider table was not used")
+	}
+	var back Generation
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back.Assignment, back.Target, back.Handoffs) != fmt.Sprint(g.Assignment, g.Target, g.Handoffs) {
+		t.Errorf("read back %v %v %v, want %v %v %v", back.Assignment, back.Target, back.Handoffs, g.Assignment, g.Target, g.Handoffs)
+	}
+	narrow := g
+	narrow.PackOver(QueueTableOf(all[:10])) // lacks b/7 and c/49
+	if b, err := narrow.MarshalJSON(); err != nil || !bytes.Equal(b, own) {
+		t.Errorf("over a table that lacks queues: %v\n%s\nwant\n%s", err, b, own)
 	}
 }

@@ -59,20 +59,24 @@ func newTableBuilder() *QueueTable {
 
 func (t *QueueTable) add(qs []abi.Queue) {
 	for _, q := range qs {
-		b := t.broker(q)
-		if b < 0 {
-			b = len(t.brokers)
-			if b == 0 {
-				t.topic = q.Topic
-			}
-			t.oneTopic = t.oneTopic && q.Topic == t.topic
-			t.byName[[2]string{q.Topic, q.BrokerName}] = b
-			t.byBroker[q.BrokerName] = b
-			t.brokers = append(t.brokers, tableBroker{topic: q.Topic, name: q.BrokerName})
-		}
-		t.last = b
-		t.brokers[b].ids = append(t.brokers[b].ids, q.QueueID)
+		t.addOne(q)
 	}
+}
+
+func (t *QueueTable) addOne(q abi.Queue) {
+	b := t.broker(q)
+	if b < 0 {
+		b = len(t.brokers)
+		if b == 0 {
+			t.topic = q.Topic
+		}
+		t.oneTopic = t.oneTopic && q.Topic == t.topic
+		t.byName[[2]string{q.Topic, q.BrokerName}] = b
+		t.byBroker[q.BrokerName] = b
+		t.brokers = append(t.brokers, tableBroker{topic: q.Topic, name: q.BrokerName})
+	}
+	t.last = b
+	t.brokers[b].ids = append(t.brokers[b].ids, q.QueueID)
 }
 
 func (t *QueueTable) build() *QueueTable {

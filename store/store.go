@@ -108,6 +108,8 @@ type Generation struct {
 	// owner lets them go (member keys in From and To).
 	Target   map[string][]abi.Queue `json:"target,omitempty"`
 	Handoffs []model.Handoff        `json:"handoffs,omitempty"`
+
+	packTable *QueueTable // see PackOver
 }
 
 // ErrNotFound is matched (errors.Is) by the error of a lookup or delete of an absent record.
