@@ -93,7 +93,7 @@ func AppendOwners(dst []byte, owners []int32) []byte {
 var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // decodeOwners decodes an owner-form response, whose magic the caller has checked, into r.Owners.
-func decodeOwners(b []byte, r *Response) error {
+func decodeOwners(b []byte, r *Response, share bool) error {
 	if major := le.Uint16(b[4:]); major != Major {
 		return errorf("response ABI major version %d, this reader speaks %d", major, Major)
 	}
@@ -105,8 +105,16 @@ func decodeOwners(b []byte, r *Response) error {
 		return errorf("owner-form response declares %d queues in %d bytes (want %d)", count, len(b), headerSize+4*count)
 	}
 	r.Results = r.Results[:0]
-	r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
 	p := b[headerSize:]
+	switch {
+	case share && littleEndian && count > 0 && uintptr(unsafe.Pointer(&p[0]))%4 == 0:
+		r.Owners = unsafe.Slice((*int32)(unsafe.Pointer(&p[0])), count)
+		return nil
+	case share:
+		r.Owners = make([]int32, count) // r.Owners may be an earlier message's memory: never write there
+	default:
+		r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
+	}
 	if littleEndian && count > 0 {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.Owners[0])), 4*count), p)
 		return nil

@@ -55,8 +55,10 @@ type Config struct {
 	// Logger receives failures and reloads; OnError, when set, hears every failed Allocate.
 	Logger  zerolog.Logger
 	OnError func(error)
-	// Timeout bounds one computation (2 s): the wait for the plugin and its call, whose
-	// deadline (host.Config.Timeout) it is too.
+	// Timeout bounds one computation (2 s): the plugin's call (its deadline,
+	// host.Config.Timeout), or with Authoritative each request to the daemon. A computation
+	// that finds every instance of the plugin busy waits for the calls ahead of it, each
+	// bounded the same.
 	Timeout time.Duration
 }
 
@@ -259,15 +261,13 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 		c.mu.Lock()
 		m := c.m[[2]string{group, topic}]
 		c.mu.Unlock()
-		switch {
-		case m != nil && m != e && m.answers(v, mqAll, cidAll):
+		if m != nil && m != e && m.answers(v, mqAll, cidAll) {
 			e = m
-		case !slices.Contains(cidAll, cid):
-			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
-		default:
-			if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
-				return nil, false, err
+		} else if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
+			if !slices.Contains(cidAll, cid) {
+				return nil, false, nil // nil, as the client's built-ins answer, even if the plugin fails
 			}
+			return nil, false, err
 		}
 	}
 	i, ok := e.index(cid, cidAll)
@@ -342,18 +342,21 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 	}
 	// e.queues is never written once built: the encoder may keep it and know it by its address.
 	req := &abi.Request{Group: group, Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config, QueuesFrozen: true}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	resp, ver, err := s.s.AssignOwners(ctx, req)
-	cancel()
+	// No deadline of the adapter's own: the host's (Timeout) bounds the call, and a wait for a
+	// busy instance lasts as long as the calls ahead of it, each bounded the same; a context
+	// with a deadline would cost each miss a timer and a cancellation hook (RATIONALE.md).
+	err := s.s.AssignOwnersFunc(context.Background(), req, func(resp *abi.Response, ver strategy.Version) error {
+		if resp.Owners != nil {
+			e.fromOwners(resp.Owners) // read here: they are the instance's memory
+		} else {
+			e.fromResults(resp.Results)
+		}
+		e.version = ver.Hash
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if resp.Owners != nil {
-		e.fromOwners(resp.Owners)
-	} else {
-		e.fromResults(resp.Results)
-	}
-	e.version = ver.Hash
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[[2]string]*cached{}
