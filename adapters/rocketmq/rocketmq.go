@@ -30,6 +30,7 @@ import (
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -223,6 +224,41 @@ type groupCache struct {
 	last atomic.Pointer[cached]
 	mu   sync.Mutex
 	m    map[[2]string]*cached
+	// avg is AVG's answer for the sizes of the latest miss (avgFor).
+	avg atomic.Pointer[avgAnswer]
+}
+
+// avgAnswer is the answer of RocketMQ's AVG (its default strategy, plugins/averagely) for nq
+// queues and n distinct consumers in the owner form, with its runs: consumer i's queues are
+// queues start[i] to start[i+1]. An answer found equal to it, in one comparison of memory, takes
+// its runs as they are, instead of runsOf's pass over the owners (RATIONALE.md). start is never
+// written once built: entries share it.
+type avgAnswer struct {
+	nq, n  int
+	owners []int32
+	start  []int32
+}
+
+// avgFor returns AVG's answer for nq queues and n consumers, building it when the latest one is
+// of other sizes.
+func (c *groupCache) avgFor(nq, n int) *avgAnswer {
+	if a := c.avg.Load(); a != nil && a.nq == nq && a.n == n {
+		return a
+	}
+	a := &avgAnswer{nq: nq, n: n, owners: make([]int32, nq), start: make([]int32, n+1)}
+	averagely.Owners(a.owners, n)
+	prev := int32(0)
+	for q, o := range a.owners { // AVG's owners never decrease: start[k] is where k's run begins
+		for k := prev + 1; k <= o; k++ {
+			a.start[k] = int32(q)
+		}
+		prev = o
+	}
+	for k := prev + 1; k <= int32(n); k++ {
+		a.start[k] = int32(nq)
+	}
+	c.avg.Store(a)
+	return a
 }
 
 type cached struct {
@@ -347,7 +383,7 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 	// with a deadline would cost each miss a timer and a cancellation hook (RATIONALE.md).
 	err := s.s.AssignOwnersFunc(context.Background(), req, func(resp *abi.Response, ver strategy.Version) error {
 		if resp.Owners != nil {
-			e.fromOwners(resp.Owners) // read here: they are the instance's memory
+			e.fromOwners(resp.Owners, c.avgFor(len(resp.Owners), len(e.sorted))) // read here: they are the instance's memory
 		} else {
 			e.fromResults(resp.Results)
 		}
@@ -376,11 +412,15 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 // fromOwners fills start (and flat, unless the answer is runs of mqAll) from an owner-form
 // answer: owners[q] is the index in e.sorted of queue q's owner (the first of its id), or
 // abi.NoOwner; every consumer's queues are in queue order.
-func (e *cached) fromOwners(owners []int32) {
+func (e *cached) fromOwners(owners []int32, avg *avgAnswer) {
 	n := len(e.sorted)
+	if e.qperm == nil && avg != nil && avg.n == n && sameInt32s(owners, avg.owners) {
+		e.start, e.runs = avg.start, true // consumer i's queues are mqAll[start[i]:start[i+1]]
+		return
+	}
 	e.start = make([]int32, n+1)
 	if e.qperm == nil && e.runsOf(owners) {
-		return // consumer i's queues are mqAll[start[i]:start[i+1]]
+		return
 	}
 	clear(e.start)
 	after := e.start[1:]
@@ -437,9 +477,9 @@ func (e *cached) runsOf(owners []int32) bool {
 	return true
 }
 
-// sameInt32s is slices.Equal(a, b) for slices of one length, as one block of memory.
+// sameInt32s is slices.Equal(a, b), comparing one block of memory.
 func sameInt32s(a, b []int32) bool {
-	return len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a))
+	return len(a) == len(b) && (len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a)))
 }
 
 // fromResults fills start and flat from a list-form answer, parallel to e.sorted.
