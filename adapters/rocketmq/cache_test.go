@@ -173,7 +173,13 @@ func TestFromOwnersMatchesTheOwners(t *testing.T) {
 		}
 		e := &cached{sorted: make([]string, nc)}
 		var c groupCache
-		avg := c.avgFor(nq, nc)
+		if c.avgFor(nq, nc) != nil {
+			t.Fatal("AVG's answer built at the first miss of its sizes")
+		}
+		avg := c.avgFor(nq, nc) // the second miss of these sizes in a row builds it
+		if avg == nil {
+			t.Fatal("no AVG answer at the second miss of one size")
+		}
 		e.fromOwners(owners, avg)
 		if slices.Equal(owners, avg.owners) && &e.start[0] != &avg.start[0] {
 			t.Fatalf("owners %v are AVG's answer, but fromOwners did not take its runs", owners)

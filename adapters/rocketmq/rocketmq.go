@@ -224,8 +224,10 @@ type groupCache struct {
 	last atomic.Pointer[cached]
 	mu   sync.Mutex
 	m    map[[2]string]*cached
-	// avg is AVG's answer for the sizes of the latest miss (avgFor).
-	avg atomic.Pointer[avgAnswer]
+	// avg is AVG's answer for sizes that two misses in a row had, and sizes the latest miss's
+	// (avgFor).
+	avg   atomic.Pointer[avgAnswer]
+	sizes atomic.Uint64
 }
 
 // avgAnswer is the answer of RocketMQ's AVG (its default strategy, plugins/averagely) for nq
@@ -239,11 +241,16 @@ type avgAnswer struct {
 	start  []int32
 }
 
-// avgFor returns AVG's answer for nq queues and n consumers, building it when the latest one is
-// of other sizes.
+// avgFor returns AVG's answer for nq queues and n consumers, or nil. Building one costs about
+// what runsOf does, so it is built only for the sizes of the miss before too: the topics of a
+// group whose members changed, or groups of one size, have misses of one size in a row; a
+// group whose size changes at every miss pays nothing for it.
 func (c *groupCache) avgFor(nq, n int) *avgAnswer {
 	if a := c.avg.Load(); a != nil && a.nq == nq && a.n == n {
 		return a
+	}
+	if sizes := uint64(nq)<<32 | uint64(uint32(n)); c.sizes.Swap(sizes) != sizes {
+		return nil
 	}
 	a := &avgAnswer{nq: nq, n: n, owners: make([]int32, nq), start: make([]int32, n+1)}
 	averagely.Owners(a.owners, n)
