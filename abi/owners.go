@@ -134,6 +134,15 @@ func CheckOwners(r *Request, owners []int32) error {
 	if r.Targets != nil {
 		return errorf("owner-form answer to a request with targets")
 	}
+	return checkOwners(r, owners, firstOwners(r.Consumers))
+}
+
+// checkOwners is CheckOwners with the first index of every consumer's id (first, from
+// firstOwners; nil when no id repeats).
+func checkOwners(r *Request, owners, first []int32) error {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
 	nq, nc := len(r.Queues), len(r.Consumers)
 	if len(owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
@@ -143,22 +152,28 @@ func CheckOwners(r *Request, owners []int32) error {
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
 		}
 	}
-	return checkRepeats(r, owners, firstOwners(r.Consumers))
+	return checkRepeats(r, owners, first)
 }
 
 // firstOwners returns the first index of every consumer's id: only first occurrences own queues,
 // and a repeated id's results are the first one's. With distinct ids in canonical order (the
 // host's requests) every index is its own first, and it returns nil.
 func firstOwners(consumers []string) []int32 {
-	// Strictly increasing ids are sorted and distinct: one comparison a pair settles both.
-	i := 1
-	for i < len(consumers) && consumers[i-1] < consumers[i] {
-		i++
-	}
-	if i >= len(consumers) {
+	if increasing(consumers) {
 		return nil
 	}
 	return firstIndices(consumers, slices.IsSorted(consumers))
+}
+
+// increasing reports whether ids are strictly increasing: sorted and distinct, which one
+// comparison a pair settles.
+func increasing(ids []string) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i-1] >= ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkRepeats refuses an owner that is not the first index of its id (first from firstOwners).

@@ -122,6 +122,20 @@ func FuzzValidateOwners(f *testing.F) {
 			return
 		}
 		owners := slices.Clone(resp.Owners)
+		// An Encoder's CheckOwners, for the request it encoded and for another one, agrees
+		// with CheckOwners.
+		var enc abi.Encoder
+		if _, err := enc.EncodeCanonical(nil, req); err != nil {
+			t.Fatal(err)
+		}
+		want := abi.CheckOwners(req, owners)
+		if got := enc.CheckOwners(req, owners); (got == nil) != (want == nil) {
+			t.Fatalf("Encoder.CheckOwners: %v, CheckOwners: %v", got, want)
+		}
+		other := ownersRequest(4, "c0", "c0", "c1")
+		if got, want := enc.CheckOwners(other, owners), abi.CheckOwners(other, owners); (got == nil) != (want == nil) {
+			t.Fatalf("Encoder.CheckOwners of a request it did not encode: %v, CheckOwners: %v", got, want)
+		}
 		if abi.Validate(req, &resp) != nil {
 			return
 		}

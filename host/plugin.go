@@ -175,7 +175,7 @@ func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool, us
 		}
 		var err error
 		if owners && resp.Owners != nil {
-			err = abi.CheckOwners(req, resp.Owners)
+			err = enc.CheckOwners(req, resp.Owners) // what the encoding learned spares a pass
 		} else {
 			err = abi.ValidateFor(&p.info, req, resp)
 		}
