@@ -121,12 +121,14 @@ func TestCanonicalizeSortedIsKept(t *testing.T) {
 // consumers out of order, and leaves the request canonical.
 func TestEncodeCanonical(t *testing.T) {
 	for name, r := range map[string]*abi.Request{
-		"sorted":         {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 1), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
-		"within broker":  {Group: "g", Queues: []abi.Queue{q("T", "b0", 1), q("T", "b0", 0), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
-		"across brokers": {Group: "g", Queues: []abi.Queue{q("T", "b1", 0), q("T", "b0", 5), q("T", "b0", 6)}, Consumers: []string{"a", "b"}},
-		"across topics":  {Group: "g", Queues: []abi.Queue{q("U", "b0", 0), q("T", "b0", 1)}, Consumers: []string{"a"}, PrevOwners: []string{"a", ""}},
-		"consumers":      {Group: "g", Queues: []abi.Queue{q("T", "b0", 0)}, Consumers: []string{"b", "a"}, ConsumerAttrs: []abi.Attrs{{Labels: map[string]string{"z": "1"}}, {}}},
-		"duplicates":     {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 0)}, Consumers: []string{"a", "a"}},
+		"sorted":                              {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 1), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
+		"within broker":                       {Group: "g", Queues: []abi.Queue{q("T", "b0", 1), q("T", "b0", 0), q("T", "b1", 0)}, Consumers: []string{"a", "b"}},
+		"across brokers":                      {Group: "g", Queues: []abi.Queue{q("T", "b1", 0), q("T", "b0", 5), q("T", "b0", 6)}, Consumers: []string{"a", "b"}},
+		"across topics":                       {Group: "g", Queues: []abi.Queue{q("U", "b0", 0), q("T", "b0", 1)}, Consumers: []string{"a"}, PrevOwners: []string{"a", ""}},
+		"consumers":                           {Group: "g", Queues: []abi.Queue{q("T", "b0", 0)}, Consumers: []string{"b", "a"}, ConsumerAttrs: []abi.Attrs{{Labels: map[string]string{"z": "1"}}, {}}},
+		"duplicates":                          {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b0", 0)}, Consumers: []string{"a", "a"}},
+		"distinct ids that are other strings": {Group: "g", Queues: []abi.Queue{q("T", "b0", 0), q("T", "b1", 0)}, Consumers: []string{"T", "a", "b0", "b1", "g"}},
+		"distinct, after unsorted queues":     {Group: "g", Queues: []abi.Queue{q("T", "b1", 0), q("T", "b0", 0)}, Consumers: []string{"a", "b0", "c"}},
 	} {
 		want := *r
 		abi.Canonicalize(&want)

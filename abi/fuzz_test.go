@@ -208,6 +208,17 @@ func FuzzDecodeResponse(f *testing.F) {
 		if again := abi.EncodeResponse(nil, &r2); !bytes.Equal(again, enc) {
 			t.Fatalf("re-encoding is not stable")
 		}
+		// DecodeResponseShared reads the same answer, from a buffer at every alignment.
+		for shift := range 4 {
+			buf := append(make([]byte, shift, shift+len(b)), b...)[shift:]
+			var r3 abi.Response
+			if err := abi.DecodeResponseShared(buf, &r3); err != nil {
+				t.Fatalf("DecodeResponseShared (shift %d) refuses what DecodeResponse accepts: %v", shift, err)
+			}
+			if !r.Equal(&r3) || !slices.Equal(r.Owners, r3.Owners) || (r.Owners == nil) != (r3.Owners == nil) {
+				t.Fatalf("DecodeResponseShared (shift %d) read %+v, DecodeResponse %+v", shift, r3, r)
+			}
+		}
 	})
 }
 

@@ -93,7 +93,7 @@ func AppendOwners(dst []byte, owners []int32) []byte {
 var littleEndian = func() bool { x := uint16(1); return *(*byte)(unsafe.Pointer(&x)) == 1 }()
 
 // decodeOwners decodes an owner-form response, whose magic the caller has checked, into r.Owners.
-func decodeOwners(b []byte, r *Response) error {
+func decodeOwners(b []byte, r *Response, share bool) error {
 	if major := le.Uint16(b[4:]); major != Major {
 		return errorf("response ABI major version %d, this reader speaks %d", major, Major)
 	}
@@ -105,8 +105,16 @@ func decodeOwners(b []byte, r *Response) error {
 		return errorf("owner-form response declares %d queues in %d bytes (want %d)", count, len(b), headerSize+4*count)
 	}
 	r.Results = r.Results[:0]
-	r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
 	p := b[headerSize:]
+	switch {
+	case share && littleEndian && count > 0 && uintptr(unsafe.Pointer(&p[0]))%4 == 0:
+		r.Owners = unsafe.Slice((*int32)(unsafe.Pointer(&p[0])), count)
+		return nil
+	case share:
+		r.Owners = make([]int32, count) // r.Owners may be an earlier message's memory: never write there
+	default:
+		r.Owners = slices.Grow(r.Owners[:0], int(count))[:count]
+	}
 	if littleEndian && count > 0 {
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&r.Owners[0])), 4*count), p)
 		return nil
@@ -126,6 +134,15 @@ func CheckOwners(r *Request, owners []int32) error {
 	if r.Targets != nil {
 		return errorf("owner-form answer to a request with targets")
 	}
+	return checkOwners(r, owners, firstOwners(r.Consumers))
+}
+
+// checkOwners is CheckOwners with the first index of every consumer's id (first, from
+// firstOwners; nil when no id repeats).
+func checkOwners(r *Request, owners, first []int32) error {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
 	nq, nc := len(r.Queues), len(r.Consumers)
 	if len(owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
@@ -135,22 +152,28 @@ func CheckOwners(r *Request, owners []int32) error {
 			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
 		}
 	}
-	return checkRepeats(r, owners, firstOwners(r.Consumers))
+	return checkRepeats(r, owners, first)
 }
 
 // firstOwners returns the first index of every consumer's id: only first occurrences own queues,
 // and a repeated id's results are the first one's. With distinct ids in canonical order (the
 // host's requests) every index is its own first, and it returns nil.
 func firstOwners(consumers []string) []int32 {
-	// Strictly increasing ids are sorted and distinct: one comparison a pair settles both.
-	i := 1
-	for i < len(consumers) && consumers[i-1] < consumers[i] {
-		i++
-	}
-	if i >= len(consumers) {
+	if increasing(consumers) {
 		return nil
 	}
 	return firstIndices(consumers, slices.IsSorted(consumers))
+}
+
+// increasing reports whether ids are strictly increasing: sorted and distinct, which one
+// comparison a pair settles.
+func increasing(ids []string) bool {
+	for i := 1; i < len(ids); i++ {
+		if ids[i-1] >= ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // checkRepeats refuses an owner that is not the first index of its id (first from firstOwners).

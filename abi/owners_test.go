@@ -122,6 +122,20 @@ func FuzzValidateOwners(f *testing.F) {
 			return
 		}
 		owners := slices.Clone(resp.Owners)
+		// An Encoder's CheckOwners, for the request it encoded and for another one, agrees
+		// with CheckOwners.
+		var enc abi.Encoder
+		if _, err := enc.EncodeCanonical(nil, req); err != nil {
+			t.Fatal(err)
+		}
+		want := abi.CheckOwners(req, owners)
+		if got := enc.CheckOwners(req, owners); (got == nil) != (want == nil) {
+			t.Fatalf("Encoder.CheckOwners: %v, CheckOwners: %v", got, want)
+		}
+		other := ownersRequest(4, "c0", "c0", "c1")
+		if got, want := enc.CheckOwners(other, owners), abi.CheckOwners(other, owners); (got == nil) != (want == nil) {
+			t.Fatalf("Encoder.CheckOwners of a request it did not encode: %v, CheckOwners: %v", got, want)
+		}
 		if abi.Validate(req, &resp) != nil {
 			return
 		}
@@ -230,5 +244,42 @@ func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 	}
 	if err := abi.CheckOwners(req, []int32{0, 0, 1, abi.NoOwner, 1, 2, 2, 2, 0, 1, 2}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDecodeResponseShared: an owner-form answer's Owners are the message's own memory when it is
+// aligned (nothing copied: a change to the message shows), a copy when it is not, and decoding
+// into a Response whose Owners are an earlier message's never writes into that message.
+func TestDecodeResponseShared(t *testing.T) {
+	b := abi.AppendOwners(nil, []int32{2, 0, abi.NoOwner, 1})
+	var r abi.Response
+	if err := abi.DecodeResponseShared(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Owners, []int32{2, 0, abi.NoOwner, 1}) {
+		t.Fatalf("owners %v", r.Owners)
+	}
+	b[len(b)-4] = 7 // the last owner, in the message itself
+	if r.Owners[3] != 7 {
+		t.Fatalf("owners %v were copied from an aligned message, want its own memory", r.Owners)
+	}
+	first := slices.Clone(b)
+	odd := append(make([]byte, 1, 1+len(b)), abi.AppendOwners(nil, []int32{1, 1, 0, 0})...)[1:]
+	if err := abi.DecodeResponseShared(odd, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Owners, []int32{1, 1, 0, 0}) {
+		t.Fatalf("owners %v from a misaligned message", r.Owners)
+	}
+	if !slices.Equal(b, first) {
+		t.Fatalf("decoding a second message wrote into the first one's memory")
+	}
+	odd[len(odd)-4] = 9
+	if r.Owners[3] != 0 {
+		t.Fatalf("owners of a misaligned message are its memory, want a copy")
+	}
+	// An empty owner-form answer is still the owner form (Owners not nil).
+	if err := abi.DecodeResponseShared(abi.AppendOwners(nil, nil), &r); err != nil || r.Owners == nil {
+		t.Fatalf("empty owner form: owners %v, %v", r.Owners, err)
 	}
 }

@@ -55,8 +55,11 @@ type Encoder struct {
 	pendingLookups int
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
-	// sorted: EncodeCanonical has seen the consumers in order.
-	sorted bool
+	// sorted: EncodeCanonical has seen the consumers in order; distinct: strictly increasing.
+	sorted, distinct bool
+	// checked is the consumer list that EncodeCanonical last found strictly increasing (for
+	// Encoder.CheckOwners), or nil.
+	checked []string
 	// queues is the last QUEUES section, for appendQueuesCached; with recording, record collects
 	// the strings appendQueues interns, in order.
 	queues    queueCache
@@ -78,17 +81,33 @@ type queueCache struct {
 // encoding pass: a request already in canonical order, as the daemon builds them, costs one pass
 // over its queues instead of two (RATIONALE.md). An unsorted one is sorted and encoded again.
 func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
-	if !slices.IsSorted(r.Consumers) {
+	e.checked = nil
+	distinct := increasing(r.Consumers)
+	if !distinct && !slices.IsSorted(r.Consumers) {
 		Canonicalize(r)
 	}
-	e.order, e.unsorted, e.sorted = true, false, true
+	e.order, e.unsorted, e.sorted, e.distinct = true, false, true, distinct
 	out, err := e.Encode(dst, r)
-	e.order, e.sorted = false, false
-	if err != nil || !e.unsorted {
-		return out, err
+	e.order, e.sorted, e.distinct = false, false, false
+	if err == nil && e.unsorted {
+		Canonicalize(r) // the queues: the consumers are in order already
+		out, err = e.Encode(out[:len(dst)], r)
 	}
-	Canonicalize(r)
-	return e.Encode(out[:len(dst)], r)
+	if err == nil && distinct {
+		e.checked = r.Consumers
+	}
+	return out, err
+}
+
+// CheckOwners is abi.CheckOwners for the request that EncodeCanonical encoded last, unchanged
+// since: where the encoding found its consumer ids strictly increasing (so none repeats), it
+// spares CheckOwners its own pass over them. For any other request it is abi.CheckOwners.
+func (e *Encoder) CheckOwners(r *Request, owners []int32) error {
+	c := e.checked
+	if len(c) == 0 || len(c) != len(r.Consumers) || &c[0] != &r.Consumers[0] {
+		return CheckOwners(r, owners)
+	}
+	return checkOwners(r, owners, nil)
 }
 
 // EncodeRequest appends r's encoding to dst and returns the extended slice. It is a convenience
@@ -385,7 +404,7 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 	e.pendingIDs = e.pendingIDs[:0]
 	var id uint32
 	for i, s := range list {
-		if i == 0 || s != list[i-1] { // else the same id as the one before
+		if i == 0 || e.distinct || s != list[i-1] { // else the same id as the one before
 			if lengths&(1<<min(len(s), 63)) == 0 {
 				id = uint32(len(e.offsets) - 1)
 				e.blob = append(e.blob, s...)

@@ -116,7 +116,16 @@ func EncodeResponse(dst []byte, r *Response) []byte {
 
 // DecodeResponse decodes a response into r, reusing r's storage. It checks the structure only;
 // Validate checks the answer against its request.
-func DecodeResponse(b []byte, r *Response) error {
+func DecodeResponse(b []byte, r *Response) error { return decodeResponse(b, r, false) }
+
+// DecodeResponseShared is DecodeResponse for a caller that reads the answer while b is unchanged:
+// an owner-form answer's Owners are b's own memory where b holds them as this machine stores an
+// int32 (little-endian, 4-byte aligned, as a Go-allocated buffer is), so nothing is copied or
+// allocated for them; elsewhere they are copied as DecodeResponse does. r.Owners is then valid
+// only as long as b is, and must not be written.
+func DecodeResponseShared(b []byte, r *Response) error { return decodeResponse(b, r, true) }
+
+func decodeResponse(b []byte, r *Response, share bool) error {
 	if len(b) < headerSize {
 		return errorf("response of %d bytes is shorter than its %d-byte header", len(b), headerSize)
 	}
@@ -124,7 +133,7 @@ func DecodeResponse(b []byte, r *Response) error {
 		if r.Owners == nil {
 			r.Owners = []int32{}
 		}
-		return decodeOwners(b, r)
+		return decodeOwners(b, r, share)
 	}
 	if string(b[:4]) != ResponseMagic {
 		return errorf("response magic %q, want %q or %q", b[:4], ResponseMagic, OwnersMagic)

@@ -3,9 +3,11 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -406,5 +408,38 @@ func TestCorruptCacheRecompiles(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "cache entry unreadable") {
 		t.Errorf("the cache problem was not logged:\n%s", logs.String())
+	}
+}
+
+// TestAllocateOwnersFunc: the callback gets the answer AllocateOwners returns, checked, while
+// the call holds the instance; the callback's own error comes back as it is and is not counted
+// as the plugin's failure.
+func TestAllocateOwnersFunc(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	ctx := context.Background()
+	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	req := &abi.Request{Group: "g", Queues: queues("T", 2, 10), Consumers: []string{"a", "b", "c"}}
+	want, err := p.AllocateOwners(ctx, req)
+	if err != nil || want.Owners == nil {
+		t.Fatalf("AllocateOwners: %+v, %v; want an owner-form answer", want, err)
+	}
+	var got []int32
+	mine := errors.New("the caller's own error")
+	err = p.AllocateOwnersFunc(ctx, req, func(r *abi.Response) error {
+		got = slices.Clone(r.Owners)
+		return mine
+	})
+	if err != mine {
+		t.Fatalf("AllocateOwnersFunc returned %v, want the callback's error as it is", err)
+	}
+	if !slices.Equal(got, want.Owners) {
+		t.Fatalf("AllocateOwnersFunc owners %v, AllocateOwners %v", got, want.Owners)
+	}
+	if st := p.Stats(); st.Calls != 2 || st.Failures != 0 || st.Invalid != 0 {
+		t.Fatalf("stats %+v: want 2 calls and no failure", st)
 	}
 }

@@ -125,7 +125,7 @@ func (p *Plugin) describe(ctx context.Context, in *instance) error {
 // with abi.ValidateFor (abi.Validate unless the plugin declares "overlapping"); a failing answer
 // is an error, never returned.
 func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
-	return p.allocate(ctx, req, false)
+	return p.allocate(ctx, req, false, nil)
 }
 
 // AllocateOwners is Allocate for a caller that reads an owner-form answer (ABI 1.1, ABI.md §5.4)
@@ -135,10 +135,22 @@ func (p *Plugin) Allocate(ctx context.Context, req *abi.Request) (*abi.Response,
 // that Allocate builds from the owners are left out (RATIONALE.md). A list-form answer comes back
 // as Allocate returns it (Results, checked; Owners nil).
 func (p *Plugin) AllocateOwners(ctx context.Context, req *abi.Request) (*abi.Response, error) {
-	return p.allocate(ctx, req, true)
+	return p.allocate(ctx, req, true, nil)
 }
 
-func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool) (*abi.Response, error) {
+// AllocateOwnersFunc is AllocateOwners for a caller that reads the answer while the instance still
+// holds it: use gets the checked response, and an owner-form answer's Owners are the instance's
+// output buffer itself (abi.DecodeResponseShared), valid only until use returns and never to be
+// written. Nothing is allocated or copied for them, which is a whole-group call's largest
+// allocation on the host (RATIONALE.md). An error from use is returned as it is.
+func (p *Plugin) AllocateOwnersFunc(ctx context.Context, req *abi.Request, use func(*abi.Response) error) error {
+	_, err := p.allocate(ctx, req, true, use)
+	return err
+}
+
+// allocate encodes req, calls the plugin and checks its answer. With use, the answer is decoded
+// sharing the output's memory and handed to use while the instance is held; else it is returned.
+func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool, use func(*abi.Response) error) (*abi.Response, error) {
 	enc, _ := p.encoders.Get().(*encoder)
 	if enc == nil {
 		enc = &encoder{}
@@ -149,18 +161,34 @@ func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool) (*
 	if err != nil {
 		return nil, &Error{Plugin: p.name, Kind: KindInvalid, Err: fmt.Errorf("request: %w", err)}
 	}
-	resp := &abi.Response{}
+	var (
+		resp    = &abi.Response{}
+		useErr  error
+		decoder = abi.DecodeResponse
+	)
+	if use != nil {
+		decoder = abi.DecodeResponseShared
+	}
 	err = p.Call(ctx, enc.buf, req.Config, func(out []byte) error {
-		if err := abi.DecodeResponse(out, resp); err != nil {
+		if err := decoder(out, resp); err != nil {
 			return err
 		}
+		var err error
 		if owners && resp.Owners != nil {
-			return abi.CheckOwners(req, resp.Owners)
+			err = enc.CheckOwners(req, resp.Owners) // what the encoding learned spares a pass
+		} else {
+			err = abi.ValidateFor(&p.info, req, resp)
 		}
-		return abi.ValidateFor(&p.info, req, resp)
+		if err == nil && use != nil {
+			useErr = use(resp) // not the plugin's fault: returned as it is, not as an invalid answer
+		}
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if useErr != nil {
+		return nil, useErr
 	}
 	return resp, nil
 }

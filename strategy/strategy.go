@@ -338,6 +338,31 @@ func (s *Strategy) AssignOwners(ctx context.Context, req *abi.Request) (*abi.Res
 	return checkAnswer(s.name, req, resp, queues, consumers, Version{Hash: p.Hash(), Version: p.Info().Version})
 }
 
+// AssignOwnersFunc is AssignOwners for a caller that reads the answer at once: use gets the
+// checked response while the plugin's instance still holds it, and an owner-form answer's Owners
+// are the instance's memory, valid only until use returns (host.Plugin.AllocateOwnersFunc). It
+// spares the copy and the allocation of one owner per queue. use's error is returned as it is.
+func (s *Strategy) AssignOwnersFunc(ctx context.Context, req *abi.Request, use func(*abi.Response, Version) error) error {
+	queues, consumers := req.Queues, req.Consumers
+	p, release, err := s.reg.Acquire(s.name)
+	if err != nil {
+		return fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	defer release()
+	v := Version{Hash: p.Hash(), Version: p.Info().Version}
+	var useErr error
+	err = p.AllocateOwnersFunc(ctx, req, func(resp *abi.Response) error {
+		if resp, v, useErr = checkAnswer(s.name, req, resp, queues, consumers, v); useErr == nil {
+			useErr = use(resp, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	return useErr
+}
+
 // checkAnswer refuses an answer to a request that the host had to sort (queues and consumers
 // are the caller's slices), and a list-form answer with a failed result.
 func checkAnswer(name string, req *abi.Request, resp *abi.Response, queues []abi.Queue, consumers []string, v Version) (*abi.Response, Version, error) {

@@ -2,6 +2,7 @@ package strategy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -288,10 +289,32 @@ func TestAssignRequest(t *testing.T) {
 			}
 		}
 	}
+	// AssignOwnersFunc hands the same checked answer to its callback, whose error comes back as it is.
+	var shared []int32
+	mine := errors.New("the caller's own error")
+	err = s.AssignOwnersFunc(context.Background(), req, func(r *abi.Response, fv strategy.Version) error {
+		if fv != want.Version || len(r.Results) != 0 {
+			t.Errorf("AssignOwnersFunc: version %+v, %d results; want %+v, owners only", fv, len(r.Results), want.Version)
+		}
+		shared = slices.Clone(r.Owners)
+		return mine
+	})
+	if err != mine {
+		t.Fatalf("AssignOwnersFunc returned %v, want the callback's error as it is", err)
+	}
+	if !slices.Equal(shared, own.Owners) {
+		t.Fatalf("AssignOwnersFunc owners %v, AssignOwners %v", shared, own.Owners)
+	}
 	queues := req.Queues
 	req.Queues = slices.Clone(queues)
 	slices.Reverse(req.Queues)
 	reversed := req.Queues
+	called := false
+	err = s.AssignOwnersFunc(context.Background(), req, func(*abi.Response, strategy.Version) error { called = true; return nil })
+	if err == nil || called || !strings.Contains(err.Error(), "canonical order") || strings.Count(err.Error(), "strategy ") != 1 {
+		t.Fatalf("AssignOwnersFunc, out-of-order request: %v (callback called: %v), want one refusal naming the order", err, called)
+	}
+	req.Queues = reversed
 	if _, _, err := s.AssignRequest(context.Background(), req); err == nil || !strings.Contains(err.Error(), "canonical order") {
 		t.Fatalf("out-of-order request: %v, want a refusal naming the order", err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/allocd/allocd/plugins/averagely"
 )
 
 // The whole-group cache answers every consumer of a rebalance from one plugin call, with each
@@ -145,7 +147,7 @@ func TestHitOfARunAllocatesNothing(t *testing.T) {
 
 // fromOwners gives every consumer the queues the owners name, in queue order, as runs where
 // the owners never decrease and leave nothing unowned, as a list otherwise: on random owners,
-// AVG-like runs (of any lengths, empty ones too) and runs spoilt at one place.
+// AVG-like runs (of any lengths, empty ones too), AVG's own answer, and runs spoilt at one place.
 func TestFromOwnersMatchesTheOwners(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for range 3000 {
@@ -154,7 +156,13 @@ func TestFromOwnersMatchesTheOwners(t *testing.T) {
 		for q := range owners {
 			owners[q] = int32(r.IntN(nc+1) - 1)
 		}
-		if r.IntN(3) > 0 {
+		switch r.IntN(4) {
+		case 0: // AVG's own answer, which fromOwners recognizes whole, or spoilt at one place
+			averagely.Owners(owners, nc)
+			if r.IntN(2) == 0 && nq > 0 {
+				owners[r.IntN(nq)] = int32(r.IntN(nc+1) - 1)
+			}
+		case 1, 2:
 			slices.Sort(owners)
 			for q := range owners {
 				owners[q] = max(owners[q], 0)
@@ -164,7 +172,18 @@ func TestFromOwnersMatchesTheOwners(t *testing.T) {
 			}
 		}
 		e := &cached{sorted: make([]string, nc)}
-		e.fromOwners(owners)
+		var c groupCache
+		if c.avgFor(nq, nc) != nil {
+			t.Fatal("AVG's answer built at the first miss of its sizes")
+		}
+		avg := c.avgFor(nq, nc) // the second miss of these sizes in a row builds it
+		if avg == nil {
+			t.Fatal("no AVG answer at the second miss of one size")
+		}
+		e.fromOwners(owners, avg)
+		if slices.Equal(owners, avg.owners) && &e.start[0] != &avg.start[0] {
+			t.Fatalf("owners %v are AVG's answer, but fromOwners did not take its runs", owners)
+		}
 		for i := range nc {
 			var want, got []int32
 			for q, o := range owners {

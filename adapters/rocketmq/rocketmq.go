@@ -30,6 +30,7 @@ import (
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/client"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/plugins/averagely"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -55,8 +56,10 @@ type Config struct {
 	// Logger receives failures and reloads; OnError, when set, hears every failed Allocate.
 	Logger  zerolog.Logger
 	OnError func(error)
-	// Timeout bounds one computation (2 s): the wait for the plugin and its call, whose
-	// deadline (host.Config.Timeout) it is too.
+	// Timeout bounds one computation (2 s): the plugin's call (its deadline,
+	// host.Config.Timeout), or with Authoritative each request to the daemon. A computation
+	// that finds every instance of the plugin busy waits for the calls ahead of it, each
+	// bounded the same.
 	Timeout time.Duration
 }
 
@@ -221,6 +224,48 @@ type groupCache struct {
 	last atomic.Pointer[cached]
 	mu   sync.Mutex
 	m    map[[2]string]*cached
+	// avg is AVG's answer for sizes that two misses in a row had, and sizes the latest miss's
+	// (avgFor).
+	avg   atomic.Pointer[avgAnswer]
+	sizes atomic.Uint64
+}
+
+// avgAnswer is the answer of RocketMQ's AVG (its default strategy, plugins/averagely) for nq
+// queues and n distinct consumers in the owner form, with its runs: consumer i's queues are
+// queues start[i] to start[i+1]. An answer found equal to it, in one comparison of memory, takes
+// its runs as they are, instead of runsOf's pass over the owners (RATIONALE.md). start is never
+// written once built: entries share it.
+type avgAnswer struct {
+	nq, n  int
+	owners []int32
+	start  []int32
+}
+
+// avgFor returns AVG's answer for nq queues and n consumers, or nil. Building one costs about
+// what runsOf does, so it is built only for the sizes of the miss before too: the topics of a
+// group whose members changed, or groups of one size, have misses of one size in a row; a
+// group whose size changes at every miss pays nothing for it.
+func (c *groupCache) avgFor(nq, n int) *avgAnswer {
+	if a := c.avg.Load(); a != nil && a.nq == nq && a.n == n {
+		return a
+	}
+	if sizes := uint64(nq)<<32 | uint64(uint32(n)); c.sizes.Swap(sizes) != sizes {
+		return nil
+	}
+	a := &avgAnswer{nq: nq, n: n, owners: make([]int32, nq), start: make([]int32, n+1)}
+	averagely.Owners(a.owners, n)
+	prev := int32(0)
+	for q, o := range a.owners { // AVG's owners never decrease: start[k] is where k's run begins
+		for k := prev + 1; k <= o; k++ {
+			a.start[k] = int32(q)
+		}
+		prev = o
+	}
+	for k := prev + 1; k <= int32(n); k++ {
+		a.start[k] = int32(nq)
+	}
+	c.avg.Store(a)
+	return a
 }
 
 type cached struct {
@@ -259,15 +304,13 @@ func (c *groupCache) owned(s *Strategy, group, cid string, mqAll []*primitive.Me
 		c.mu.Lock()
 		m := c.m[[2]string{group, topic}]
 		c.mu.Unlock()
-		switch {
-		case m != nil && m != e && m.answers(v, mqAll, cidAll):
+		if m != nil && m != e && m.answers(v, mqAll, cidAll) {
 			e = m
-		case !slices.Contains(cidAll, cid):
-			return nil, false, nil // nil, as the client's built-ins answer, even if the plugin would fail
-		default:
-			if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
-				return nil, false, err
+		} else if e, err = c.compute(s, group, topic, m, mqAll, cidAll); err != nil {
+			if !slices.Contains(cidAll, cid) {
+				return nil, false, nil // nil, as the client's built-ins answer, even if the plugin fails
 			}
+			return nil, false, err
 		}
 	}
 	i, ok := e.index(cid, cidAll)
@@ -342,18 +385,21 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 	}
 	// e.queues is never written once built: the encoder may keep it and know it by its address.
 	req := &abi.Request{Group: group, Queues: e.queues, Consumers: e.sorted, Config: s.cfg.Config, QueuesFrozen: true}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-	resp, ver, err := s.s.AssignOwners(ctx, req)
-	cancel()
+	// No deadline of the adapter's own: the host's (Timeout) bounds the call, and a wait for a
+	// busy instance lasts as long as the calls ahead of it, each bounded the same; a context
+	// with a deadline would cost each miss a timer and a cancellation hook (RATIONALE.md).
+	err := s.s.AssignOwnersFunc(context.Background(), req, func(resp *abi.Response, ver strategy.Version) error {
+		if resp.Owners != nil {
+			e.fromOwners(resp.Owners, c.avgFor(len(resp.Owners), len(e.sorted))) // read here: they are the instance's memory
+		} else {
+			e.fromResults(resp.Results)
+		}
+		e.version = ver.Hash
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if resp.Owners != nil {
-		e.fromOwners(resp.Owners)
-	} else {
-		e.fromResults(resp.Results)
-	}
-	e.version = ver.Hash
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[[2]string]*cached{}
@@ -373,11 +419,15 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 // fromOwners fills start (and flat, unless the answer is runs of mqAll) from an owner-form
 // answer: owners[q] is the index in e.sorted of queue q's owner (the first of its id), or
 // abi.NoOwner; every consumer's queues are in queue order.
-func (e *cached) fromOwners(owners []int32) {
+func (e *cached) fromOwners(owners []int32, avg *avgAnswer) {
 	n := len(e.sorted)
+	if e.qperm == nil && avg != nil && avg.n == n && sameInt32s(owners, avg.owners) {
+		e.start, e.runs = avg.start, true // consumer i's queues are mqAll[start[i]:start[i+1]]
+		return
+	}
 	e.start = make([]int32, n+1)
 	if e.qperm == nil && e.runsOf(owners) {
-		return // consumer i's queues are mqAll[start[i]:start[i+1]]
+		return
 	}
 	clear(e.start)
 	after := e.start[1:]
@@ -434,9 +484,9 @@ func (e *cached) runsOf(owners []int32) bool {
 	return true
 }
 
-// sameInt32s is slices.Equal(a, b) for slices of one length, as one block of memory.
+// sameInt32s is slices.Equal(a, b), comparing one block of memory.
 func sameInt32s(a, b []int32) bool {
-	return len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a))
+	return len(a) == len(b) && (len(a) == 0 || sameWords(unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0]), 4*len(a)))
 }
 
 // fromResults fills start and flat from a list-form answer, parallel to e.sorted.

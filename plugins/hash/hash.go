@@ -14,6 +14,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strconv"
 
@@ -50,13 +51,19 @@ func illegalVnodes(v int) error {
 }
 
 // Hash is the ring's hash: first 4 bytes of MD5(UTF-8 key), big-endian unsigned (Java's MD5Hash,
-// whose long result is always in 0..2^32-1).
+// whose long result is always in 0..2^32-1). In a wasm guest it is md5Prefix, natively crypto/md5.
 //
 // Example: Hash([]byte("10.0.3.7@12345-0")) == 1811655797.
 func Hash(key []byte) uint32 {
+	if wasm {
+		return md5Prefix(key)
+	}
 	sum := md5.Sum(key)
 	return binary.BigEndian.Uint32(sum[:4])
 }
+
+// wasm: this is a wasm guest, where crypto/md5 has no assembly (md5.go).
+const wasm = runtime.GOARCH == "wasm"
 
 // Ring is a built consistent-hash ring. The zero Ring is empty: Owner returns -1.
 //

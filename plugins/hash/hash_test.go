@@ -2,6 +2,7 @@ package hash
 
 import (
 	"crypto/md5"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -809,4 +810,38 @@ func BenchmarkWholeGroupMemo(b *testing.B) {
 	b.Run("fresh", func(b *testing.B) { run(b, nil, 1) })
 	b.Run("memo-same", func(b *testing.B) { run(b, &Memo{}, 1) })
 	b.Run("memo-rebalance", func(b *testing.B) { run(b, &Memo{}, 2) })
+}
+
+// md5Prefix, Hash's MD5 in the wasm guest, is crypto/md5's first 4 bytes for every length around
+// the block and padding boundaries (55/56, 63/64, 119/120 bytes) and for RocketMQ's keys.
+func TestMD5Prefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := range 300 {
+		for range 8 {
+			key := make([]byte, n)
+			for i := range key {
+				key[i] = byte(r.Uint32())
+			}
+			sum := md5.Sum(key)
+			if got, want := md5Prefix(key), binary.BigEndian.Uint32(sum[:4]); got != want {
+				t.Fatalf("md5Prefix of %d bytes %x = %#x, crypto/md5 %#x", n, key, got, want)
+			}
+		}
+	}
+	for _, key := range []string{"", "10.0.3.7@12345-0", "MessageQueue [topic=TopicTest, brokerName=broker-a, queueId=1023]"} {
+		if got, want := md5Prefix([]byte(key)), refHash(key); got != want {
+			t.Errorf("md5Prefix(%q) = %d, Java's MD5Hash %d", key, got, want)
+		}
+	}
+}
+
+func FuzzMD5Prefix(f *testing.F) {
+	f.Add([]byte("10.0.3.7@12345-0"))
+	f.Add(make([]byte, 56))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		sum := md5.Sum(key)
+		if got, want := md5Prefix(key), binary.BigEndian.Uint32(sum[:4]); got != want {
+			t.Fatalf("md5Prefix(%x) = %#x, crypto/md5 %#x", key, got, want)
+		}
+	})
 }
