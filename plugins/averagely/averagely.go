@@ -5,10 +5,7 @@
 // It is a pure function of its arguments and never allocates beyond appending to dst.
 package averagely
 
-import (
-	"encoding/binary"
-	"unsafe"
-)
+import "unsafe"
 
 // Allocate appends to dst the indices (into mqAll, 0..n-1) that AllocateMessageQueueAveragely gives
 // the consumer at index self of c consumers (self = first occurrence of cid in cidAll; self<0 means
@@ -60,37 +57,39 @@ func Owners(owners []int32, c int) {
 		fill(owners, -1)
 		return
 	}
-	// block's blocks in closed form: the first n mod c consumers take n/c+1 queues, the others
-	// n/c. With n < c, n/c is 0: the first n consumers take one queue each.
-	size, bigger := n/c, n%c
-	// A block is written a chunk of 16 entries at a time from its start, its last chunk running
-	// over into the blocks after it, which are written later; so a block costs one loop iteration
-	// when it has 16 queues or fewer, and no branch on its length (Go's wasm code pays a trip
-	// through its function's dispatch table for every loop iteration and taken branch;
-	// RATIONALE.md). Only the blocks that end within 15 entries of the end, whose last chunk would
-	// run past it, are written exactly.
+	// Go's wasm code pays a trip through its function's dispatch table for every loop iteration
+	// and taken branch, and wazero some eight instructions for every store (RATIONALE.md). So a
+	// block is written 16 entries at a time with eight 8-byte stores, from its start, its last
+	// chunk running over into the blocks after it, which are written later; with no branch on its
+	// length. The blocks that end within 15 entries of the end, whose last chunk would run past it,
+	// are written exactly.
+	b := blocks{size: n / c, bigger: n % c}
 	q, k := 0, 0 // consumer k's block starts at q
-	for ; k < c; k++ {
-		end := q + size
-		if k < bigger {
-			end++
+	if b.size < 16 || b.size == 16 && b.bigger == 0 {
+		// Every block fits in one chunk: four blocks an iteration.
+		for ; k+4 <= c; k += 4 {
+			q1 := b.end(q, k)
+			q2 := b.end(q1, k+1)
+			q3 := b.end(q2, k+2)
+			if q3+16 > n {
+				break
+			}
+			x := twice(k)
+			chunk(owners, q, x)
+			chunk(owners, q1, x+twice(1))
+			chunk(owners, q2, x+twice(2))
+			chunk(owners, q3, x+twice(3))
+			q = b.end(q3, k+3)
 		}
+	}
+	for ; k < c; k++ {
+		end := b.end(q, k)
 		if end+15 > n {
 			break
 		}
-		x := uint64(uint32(k)) * (1<<32 | 1) // two entries of k
-		for p := q; ; {                      // end > q: blocks of 0 queues end at n, above
-			// Sixteen entries, with one 64-bit store for two (the compiler merges binary's
-			// byte stores; an *[8]uint64 would be misaligned at an odd p).
-			b := (*[64]byte)(unsafe.Pointer(&owners[p]))
-			binary.NativeEndian.PutUint64(b[0:], x)
-			binary.NativeEndian.PutUint64(b[8:], x)
-			binary.NativeEndian.PutUint64(b[16:], x)
-			binary.NativeEndian.PutUint64(b[24:], x)
-			binary.NativeEndian.PutUint64(b[32:], x)
-			binary.NativeEndian.PutUint64(b[40:], x)
-			binary.NativeEndian.PutUint64(b[48:], x)
-			binary.NativeEndian.PutUint64(b[56:], x)
+		x := twice(k)
+		for p := q; ; { // end > q: blocks of 0 queues end at n, above
+			chunk(owners, p, x)
 			if p += 16; p >= end {
 				break
 			}
@@ -98,13 +97,33 @@ func Owners(owners []int32, c int) {
 		q = end
 	}
 	for ; q < n; k++ {
-		end := q + size
-		if k < bigger {
-			end++
-		}
+		end := b.end(q, k)
 		fill(owners[q:end], int32(k))
 		q = end
 	}
+}
+
+// blocks are block's blocks in closed form: the first bigger (n mod c) consumers take size+1
+// (n/c+1) queues, the others size. With n < c, size is 0: the first n consumers take one each.
+type blocks struct{ size, bigger int }
+
+// end returns the end of consumer k's block, which starts at q.
+func (b blocks) end(q, k int) int {
+	if k < b.bigger {
+		q++
+	}
+	return q + b.size
+}
+
+// twice is two entries of v, as one uint64.
+func twice(v int) uint64 { return uint64(uint32(v)) * (1<<32 | 1) }
+
+// chunk writes the 16 entries of owners from p on (p+16 <= len(owners)), two entries of x to each
+// 8-byte store. The store may be unaligned: the machines allocd runs on (amd64, arm64, wasm)
+// allow that, and so does checkptr for a type without pointers.
+func chunk(owners []int32, p int, x uint64) {
+	s := (*[8]uint64)(unsafe.Pointer(&owners[p]))
+	s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7] = x, x, x, x, x, x, x, x
 }
 
 // fill sets every entry of s to v, eight entries an iteration (RATIONALE.md).
