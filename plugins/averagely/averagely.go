@@ -103,8 +103,10 @@ func Owners(owners []int32, c int) {
 	}
 }
 
-// blocks are block's blocks in closed form: the first bigger (n mod c) consumers take size+1
-// (n/c+1) queues, the others size. With n < c, size is 0: the first n consumers take one each.
+// blocks are the group's blocks in closed form, where block follows Java's formula for one
+// consumer (TestOwnersIsAllocate checks that they agree): the first bigger (n mod c) consumers
+// take size+1 (n/c+1) queues, the others size. With n < c, size is 0: the first n consumers take
+// one queue each.
 type blocks struct{ size, bigger int }
 
 // end returns the end of consumer k's block, which starts at q.
