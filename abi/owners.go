@@ -70,15 +70,11 @@ func (v *View) HasEmptyConsumer() bool {
 // index, or NoOwner) to dst.
 func AppendOwners(dst []byte, owners []int32) []byte {
 	n := len(dst)
-	size := headerSize + 4*len(owners)
-	dst = slices.Grow(dst, size)[:n+size]
-	out := dst[n:]
-	copy(out, OwnersMagic)
-	le.PutUint16(out[4:], Major)
-	le.PutUint16(out[6:], MinorOwners)
-	le.PutUint32(out[8:], uint32(size))
-	le.PutUint32(out[12:], uint32(len(owners)))
-	out = out[headerSize:]
+	dst = slices.Grow(dst, headerSize+4*len(owners))[:n+headerSize+4*len(owners)]
+	w0, w1 := ownersHeader(len(owners))
+	le.PutUint64(dst[n:], w0)
+	le.PutUint64(dst[n+8:], w1)
+	out := dst[n+headerSize:]
 	if littleEndian && len(owners) > 0 { // the wire's layout: one copy (wasm is little-endian)
 		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&owners[0])), 4*len(owners)))
 		return dst
@@ -87,6 +83,29 @@ func AppendOwners(dst []byte, owners []int32) []byte {
 		le.PutUint32(out[4*i:], uint32(o))
 	}
 	return dst
+}
+
+// OwnersResponse returns, in dst's storage (grown as needed), an owner-form response for n
+// queues whose owners the caller writes in place through the second result, which aliases it:
+// AppendOwners without the copy (in a wasm guest, a copy is a call to memmove). On a machine that
+// does not store an int32 as the wire does, or for n == 0, owners is nil and the caller writes
+// the response with AppendOwners instead.
+func OwnersResponse(dst []byte, n int) (resp []byte, owners []int32) {
+	resp = slices.Grow(dst[:0], headerSize+4*n)[:headerSize+4*n]
+	w0, w1 := ownersHeader(n)
+	le.PutUint64(resp, w0)
+	le.PutUint64(resp[8:], w1)
+	if !littleEndian || n == 0 {
+		return resp, nil
+	}
+	return resp, unsafe.Slice((*int32)(unsafe.Pointer(&resp[headerSize])), n)
+}
+
+// ownersHeader is the header of an owner-form response for n queues, as the two little-endian
+// 8-byte words it is written with.
+func ownersHeader(n int) (w0, w1 uint64) {
+	magic := uint64(OwnersMagic[0]) | uint64(OwnersMagic[1])<<8 | uint64(OwnersMagic[2])<<16 | uint64(OwnersMagic[3])<<24
+	return magic | Major<<32 | MinorOwners<<48, uint64(headerSize+4*n) | uint64(n)<<32
 }
 
 // littleEndian: this machine stores an int32 as the wire does.

@@ -1,6 +1,7 @@
 package abi_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,28 @@ func ownersRequest(nq int, consumers ...string) *abi.Request {
 		r.Queues = append(r.Queues, abi.Queue{Topic: "T", BrokerName: "b", QueueID: int32(i)})
 	}
 	return r
+}
+
+// TestOwnersResponseIsAppendOwners: owners written in place through OwnersResponse give the
+// bytes AppendOwners gives, in a reused buffer with other bytes in it too.
+func TestOwnersResponseIsAppendOwners(t *testing.T) {
+	buf := []byte("leftover bytes from an earlier answer, longer than the next one")
+	little := binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+	for _, owners := range [][]int32{{3, 0, abi.NoOwner, 0, 1}, {7}, make([]int32, 100), nil} {
+		resp, in := abi.OwnersResponse(buf, len(owners))
+		// Only where an int32 is stored as the wire stores it are the owners written in place.
+		if inPlace := little && len(owners) > 0; (in != nil) != inPlace || len(in) != len(owners) && inPlace {
+			t.Fatalf("%d owners: in place %d, want %v", len(owners), len(in), inPlace)
+		}
+		if in == nil {
+			resp = abi.AppendOwners(resp[:0], owners)
+		}
+		copy(in, owners)
+		if want := abi.AppendOwners(nil, owners); string(resp) != string(want) {
+			t.Fatalf("owners %v: in place % x, AppendOwners % x", owners, resp, want)
+		}
+		buf = resp
+	}
 }
 
 // TestOwnersFormResolves: an owner-form answer decodes, passes Validate and becomes the list-form

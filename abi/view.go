@@ -201,28 +201,10 @@ func (v *View) parseStrings(s []byte) error {
 	if le.Uint32(v.offs) != 0 {
 		return errorf("string table starts at offset %d, want 0", le.Uint32(v.offs))
 	}
-	// Four offsets an iteration, with no branch but the loop's: in a Go wasm guest every taken
-	// branch goes through the function's dispatch loop, which costs more than the loads
-	// (RATIONALE.md). desc ORs the differences of consecutive offsets, negative when one
-	// decreases; with none decreasing, the last offset bounds all of them. empty ORs the
-	// differences less one, negative as well when a string is empty.
-	var desc, empty, last int64
-	o := v.offs[4:]
-	for len(o) >= 16 {
-		b := o[:16:16]
-		a0, a1, a2, a3 := int64(le.Uint32(b)), int64(le.Uint32(b[4:])), int64(le.Uint32(b[8:])), int64(le.Uint32(b[12:]))
-		d0, d1, d2, d3 := a0-last, a1-a0, a2-a1, a3-a2
-		desc |= d0 | d1 | d2 | d3
-		empty |= (d0 - 1) | (d1 - 1) | (d2 - 1) | (d3 - 1)
-		last = a3
-		o = o[16:]
-	}
-	for ; len(o) >= 4; o = o[4:] {
-		a := int64(le.Uint32(o[:4:4]))
-		desc |= a - last
-		empty |= a - last - 1
-		last = a
-	}
+	// desc ORs the differences of consecutive offsets, negative when one decreases; with none
+	// decreasing, the last offset bounds all of them. empty ORs the differences less one,
+	// negative as well when a string is empty.
+	desc, empty, last := steps(v.offs[4:], 0)
 	if desc >= 0 && last <= int64(len(v.blob)) {
 		v.nonEmpty = empty >= 0
 		return nil
@@ -250,27 +232,41 @@ func records(s []byte, size int, what string) ([]byte, error) {
 	return s[4 : 4+n*uint64(size)], nil
 }
 
+// steps reads b as little-endian uint32s a[0..] and returns the OR of their steps d (a[0]-prev,
+// a[1]-a[0], ...), the OR of d-1, and the last of them (prev for none): the first is negative when
+// some step is, the second when some step is not positive. Eight values an iteration, read two
+// to a load, with no branch but the loop's: in a Go wasm guest every loop iteration and taken
+// branch goes through the function's dispatch loop and every load costs some eight instructions,
+// more than the arithmetic (RATIONALE.md).
+func steps(b []byte, prev int64) (or, orLess1, last int64) {
+	last = prev
+	for ; len(b) >= 32; b = b[32:] {
+		c := b[:32:32]
+		w0, w1, w2, w3 := le.Uint64(c), le.Uint64(c[8:]), le.Uint64(c[16:]), le.Uint64(c[24:])
+		a0, a1, a2, a3 := int64(uint32(w0)), int64(w0>>32), int64(uint32(w1)), int64(w1>>32)
+		a4, a5, a6, a7 := int64(uint32(w2)), int64(w2>>32), int64(uint32(w3)), int64(w3>>32)
+		d0, d1, d2, d3, d4, d5, d6, d7 := a0-last, a1-a0, a2-a1, a3-a2, a4-a3, a5-a4, a6-a5, a7-a6
+		or |= d0 | d1 | d2 | d3 | d4 | d5 | d6 | d7
+		orLess1 |= (d0 - 1) | (d1 - 1) | (d2 - 1) | (d3 - 1) | (d4 - 1) | (d5 - 1) | (d6 - 1) | (d7 - 1)
+		last = a7
+	}
+	for ; len(b) >= 4; b = b[4:] {
+		a := int64(le.Uint32(b[:4:4]))
+		or |= a - last
+		orLess1 |= a - last - 1
+		last = a
+	}
+	return or, orLess1, last
+}
+
 // consumerList is stringList for cidAll, noting whether its ids strictly increase
-// (DistinctConsumers): four ids an iteration, with no branch but the loop's. desc ORs each id
-// minus the one before minus one, negative when an id does not increase; when none does not,
-// the last id is the largest.
+// (DistinctConsumers): when they do, the last id is the largest.
 func (v *View) consumerList(s []byte) ([]byte, error) {
 	r, err := records(s, 4, "consumers")
 	if err != nil {
 		return nil, err
 	}
-	desc, last := int64(0), int64(-1)
-	for o := r; len(o) >= 16; o = o[16:] {
-		b := o[:16:16]
-		a0, a1, a2, a3 := int64(le.Uint32(b)), int64(le.Uint32(b[4:])), int64(le.Uint32(b[8:])), int64(le.Uint32(b[12:]))
-		desc |= (a0 - last - 1) | (a1 - a0 - 1) | (a2 - a1 - 1) | (a3 - a2 - 1)
-		last = a3
-	}
-	for o := r[len(r)/16*16:]; len(o) >= 4; o = o[4:] {
-		a := int64(le.Uint32(o[:4:4]))
-		desc |= a - last - 1
-		last = a
-	}
+	_, desc, last := steps(r, -1) // desc: ORs each id minus the one before minus one
 	if desc >= 0 && last < int64(v.nstr) {
 		v.increasing = true
 		return r, nil

@@ -290,10 +290,10 @@ func TestViewConsumerChecks(t *testing.T) {
 	}
 }
 
-// TestViewConsumerChecksLong: the same checks on lists long enough for the four-at-a-time loops,
+// TestViewConsumerChecksLong: the same checks on lists long enough for the eight-at-a-time loops,
 // with the empty id and the repeat at every position, against their definitions.
 func TestViewConsumerChecksLong(t *testing.T) {
-	for n := range 12 {
+	for n := range 20 {
 		for at := -1; at < n; at++ {
 			for _, repeat := range []bool{false, true} {
 				cs := make([]string, n)
@@ -321,7 +321,7 @@ func TestViewConsumerChecksLong(t *testing.T) {
 // last offset passes the table's end, is refused with the string it names.
 func TestParseRefusesBadStringOffsets(t *testing.T) {
 	r := &abi.Request{Group: "g", Queues: queues("T", "b", 1)}
-	for i := range 10 {
+	for i := range 20 { // past two of the eight-offset iterations
 		r.Consumers = append(r.Consumers, fmt.Sprintf("consumer-%d", i))
 	}
 	b, err := abi.EncodeRequest(nil, r)

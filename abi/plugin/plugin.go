@@ -151,8 +151,8 @@ type call struct {
 	w      abi.ResponseWriter
 	a      Args
 	dst    []int
-	owners []int32
-	out    []byte // the owner-form answer
+	owners []int32 // where the answer cannot hold them (OwnersResponse)
+	out    []byte  // the owner-form answer
 }
 
 // run runs the strategy over the parsed request c.v and returns the encoded answer, which aliases
@@ -164,8 +164,16 @@ func (c *call) run() ([]byte, error) {
 	}
 	v := &c.v
 	if wholeGroup != nil && v.AcceptsOwners() && v.DistinctConsumers() {
-		c.owners = slices.Grow(c.owners[:0], v.NumQueues())[:v.NumQueues()]
-		ok, err := wholeGroup(v, c.owners)
+		// The strategy writes the owners into the answer itself where the machine's int32s are
+		// the wire's (a wasm guest's are).
+		var owners []int32
+		c.out, owners = abi.OwnersResponse(c.out, v.NumQueues())
+		inPlace := owners != nil
+		if !inPlace {
+			c.owners = slices.Grow(c.owners[:0], v.NumQueues())[:v.NumQueues()]
+			owners = c.owners
+		}
+		ok, err := wholeGroup(v, owners)
 		if err == nil {
 			err = v.Err()
 		}
@@ -173,7 +181,9 @@ func (c *call) run() ([]byte, error) {
 			return nil, err
 		}
 		if ok {
-			c.out = abi.AppendOwners(c.out[:0], c.owners)
+			if !inPlace {
+				c.out = abi.AppendOwners(c.out[:0], owners)
+			}
 			return c.out, nil
 		}
 	}

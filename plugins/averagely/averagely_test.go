@@ -182,36 +182,56 @@ func BenchmarkJavaStyleCalls(b *testing.B) {
 }
 
 // TestOwnersIsAllocate: the whole-group form gives every queue to the consumer whose Allocate
-// list holds it, and each list is that consumer's queues in mqAll order.
+// list holds it, and each list is that consumer's queues in mqAll order. The sizes cover blocks of
+// fewer, exactly and more than 16 queues (Owners writes 16 entries at a time) and groups whose
+// last blocks are written exactly; nothing past len(owners) is written.
 func TestOwnersIsAllocate(t *testing.T) {
-	for n := 0; n <= 40; n++ {
-		for c := 1; c <= 12; c++ {
-			owners := make([]int32, n)
-			for i := range owners {
-				owners[i] = -7
+	check := func(n, c int) {
+		t.Helper()
+		const sentinel = -7
+		backing := make([]int32, n+64)
+		for i := range backing {
+			backing[i] = sentinel
+		}
+		owners := backing[:n]
+		Owners(owners, c)
+		lists := make([][]int, c)
+		for q, o := range owners {
+			if o < 0 || int(o) >= c {
+				t.Fatalf("n=%d c=%d: queue %d has owner %d", n, c, q, o)
 			}
-			Owners(owners, c)
-			for self := 0; self < c; self++ {
-				var fromOwners []int
-				for q, o := range owners {
-					if int(o) == self {
-						fromOwners = append(fromOwners, q)
-					}
-				}
-				if want := Allocate(nil, n, c, self); !slices.Equal(fromOwners, want) {
-					t.Fatalf("n=%d c=%d self=%d: owners give %v, Allocate %v", n, c, self, fromOwners, want)
-				}
-			}
-			for q, o := range owners {
-				if o < 0 || int(o) >= c {
-					t.Fatalf("n=%d c=%d: queue %d has owner %d", n, c, q, o)
-				}
+			lists[o] = append(lists[o], q)
+		}
+		for self := range c {
+			if want := Allocate(nil, n, c, self); !slices.Equal(lists[self], want) {
+				t.Fatalf("n=%d c=%d self=%d: owners give %v, Allocate %v", n, c, self, lists[self], want)
 			}
 		}
+		for i, o := range backing[n:] {
+			if o != sentinel {
+				t.Fatalf("n=%d c=%d: entry %d past the end written (%d)", n, c, n+i, o)
+			}
+		}
+	}
+	for n := 0; n <= 300; n++ {
+		for c := 1; c <= 70; c++ {
+			check(n, c)
+		}
+	}
+	for _, nc := range [][2]int{{1024, 64}, {1024, 1}, {1000, 7}, {4096, 255}, {100_000, 10_000}, {100_000, 3}} {
+		check(nc[0], nc[1])
 	}
 	owners := []int32{5, 5}
 	Owners(owners, 0)
 	if owners[0] != -1 || owners[1] != -1 {
 		t.Fatalf("no consumers: %v, want -1 everywhere", owners)
+	}
+}
+
+// BenchmarkOwners is the whole-group form for 1024 queues and 64 consumers.
+func BenchmarkOwners(b *testing.B) {
+	owners := make([]int32, 1024)
+	for b.Loop() {
+		Owners(owners, 64)
 	}
 }
