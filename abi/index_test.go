@@ -18,14 +18,7 @@ func TestIndicesByStringID(t *testing.T) {
 		Consumers:  []string{"a", "b", "b", "c"},
 		PrevOwners: []string{"b", "", "gone", "c"},
 	}
-	b, err := abi.EncodeRequest(nil, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := abi.ParseRequest(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v := mustParse(t, r)
 	var first []int
 	for j := range v.NumConsumers() {
 		first = append(first, v.ConsumerFirstIndex(j))
@@ -45,12 +38,7 @@ func TestIndicesByStringID(t *testing.T) {
 		}
 	}
 	r.PrevOwners = nil
-	if b, err = abi.EncodeRequest(nil, r); err != nil {
-		t.Fatal(err)
-	}
-	if v, err = abi.ParseRequest(b); err != nil {
-		t.Fatal(err)
-	}
+	v = mustParse(t, r)
 	v.PrevOwnerIndices(got)
 	if !slices.Equal(got, []int32{-1, -1, -1, -1}) || v.HasPrevOwners() {
 		t.Fatalf("without previous owners: %v", got)

@@ -150,9 +150,6 @@ func decodeOwners(b []byte, r *Response, share bool) error {
 // caller that reads the owners itself (one owner per queue is what it wants) skips the lists'
 // allocation and their fill (RATIONALE.md).
 func CheckOwners(r *Request, owners []int32) error {
-	if r.Targets != nil {
-		return errorf("owner-form answer to a request with targets")
-	}
 	return checkOwners(r, owners, firstOwners(r.Consumers))
 }
 

@@ -325,17 +325,21 @@ func (s *Strategy) AssignRequest(ctx context.Context, req *abi.Request) (*abi.Re
 // abi.NoOwner, and its Results are empty; a list-form answer comes as AssignRequest returns it.
 // The request must be in canonical order, as for AssignRequest.
 func (s *Strategy) AssignOwners(ctx context.Context, req *abi.Request) (*abi.Response, Version, error) {
-	queues, consumers := req.Queues, req.Consumers
-	p, release, err := s.reg.Acquire(s.name)
+	var (
+		out *abi.Response
+		ver Version
+	)
+	err := s.AssignOwnersFunc(ctx, req, func(resp *abi.Response, v Version) error {
+		out, ver = resp, v // a response of its own; only its Owners are the instance's memory
+		if resp.Owners != nil {
+			out.Owners = slices.Clone(resp.Owners)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
+		return nil, Version{}, err
 	}
-	defer release()
-	resp, err := p.AllocateOwners(ctx, req)
-	if err != nil {
-		return nil, Version{}, fmt.Errorf("strategy %s: %w", s.name, err)
-	}
-	return checkAnswer(s.name, req, resp, queues, consumers, Version{Hash: p.Hash(), Version: p.Info().Version})
+	return out, ver, nil
 }
 
 // AssignOwnersFunc is AssignOwners for a caller that reads the answer at once: use gets the
