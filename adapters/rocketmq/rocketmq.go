@@ -390,7 +390,11 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 	// with a deadline would cost each miss a timer and a cancellation hook (RATIONALE.md).
 	err := s.s.AssignOwnersFunc(context.Background(), req, func(resp *abi.Response, ver strategy.Version) error {
 		if resp.Owners != nil {
-			e.fromOwners(resp.Owners, c.avgFor(len(resp.Owners), len(e.sorted))) // read here: they are the instance's memory
+			var avg *avgAnswer
+			if e.qperm == nil { // AVG's runs are of mqAll in canonical order
+				avg = c.avgFor(len(resp.Owners), len(e.sorted))
+			}
+			e.fromOwners(resp.Owners, avg) // read here: they are the instance's memory
 		} else {
 			e.fromResults(resp.Results)
 		}
@@ -421,7 +425,7 @@ func (c *groupCache) compute(s *Strategy, group, topic string, prev *cached, mqA
 // abi.NoOwner; every consumer's queues are in queue order.
 func (e *cached) fromOwners(owners []int32, avg *avgAnswer) {
 	n := len(e.sorted)
-	if e.qperm == nil && avg != nil && avg.n == n && sameInt32s(owners, avg.owners) {
+	if avg != nil && e.qperm == nil && avg.n == n && sameInt32s(owners, avg.owners) {
 		e.start, e.runs = avg.start, true // consumer i's queues are mqAll[start[i]:start[i+1]]
 		return
 	}
