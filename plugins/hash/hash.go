@@ -80,6 +80,7 @@ type Ring struct {
 	scratch []byte
 	ids     []int32 // AssignOwnerRuns's buffer of a run's queue ids
 	memo    *Memo
+	pm      prefixMD5 // the hashes of keys sharing the prefix last reset (md5.go)
 }
 
 // NewRing builds the ring exactly as Java does for consumers 0..c-1, consumer(i) giving the id of
@@ -175,9 +176,9 @@ func (r *Ring) buildDistinct(ids []string, vnodes int) {
 			}
 			continue
 		}
-		prefix := r.vnodePrefix(id)
+		r.vnodePrefix(id)
 		for k := 0; k < vnodes; k++ {
-			keys = append(keys, uint64(r.vnodeHash(prefix, k))<<32|uint64(i))
+			keys = append(keys, uint64(r.vnodeHash(k))<<32|uint64(i))
 		}
 	}
 	if r.memo != nil {
@@ -244,9 +245,9 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 			first[id] = f
 		}
 		e := held[f]
-		prefix := r.vnodePrefix(id)
+		r.vnodePrefix(id)
 		for k := 0; k < vnodes; k++ {
-			h := r.vnodeHash(prefix, e+k)
+			h := r.vnodeHash(e + k)
 			if old, ok := ring[h]; ok {
 				held[old]--
 			}
@@ -265,17 +266,29 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 	}
 }
 
-// vnodePrefix writes the part of Java's VirtualNode key that a consumer's keys share, id + "-",
-// into the scratch buffer and returns its length, for vnodeHash.
-func (r *Ring) vnodePrefix(id string) int {
+// vnodePrefix starts the keys of consumer id's virtual nodes, id + "-" + index, for vnodeHash.
+func (r *Ring) vnodePrefix(id string) {
 	r.scratch = append(append(r.scratch[:0], id...), '-')
-	return len(r.scratch)
+	r.pm.reset(r.scratch)
 }
 
-// vnodeHash hashes the key id + "-" + index, whose first prefix bytes vnodePrefix wrote.
-func (r *Ring) vnodeHash(prefix, index int) uint32 {
-	r.scratch = strconv.AppendInt(r.scratch[:prefix], int64(index), 10)
-	return Hash(r.scratch)
+// vnodeHash hashes the key id + "-" + index of the id vnodePrefix started (index >= 0).
+func (r *Ring) vnodeHash(index int) uint32 {
+	return r.pm.sum(uint32(index), 0)
+}
+
+// queuePrefix starts the keys of the queues of topic and broker, for queueHash.
+func (r *Ring) queuePrefix(topic, broker string) {
+	r.scratch = rocketmq.AppendQueuePrefix(r.scratch[:0], topic, broker)
+	r.pm.reset(r.scratch)
+}
+
+// queueHash hashes the key of queue id of the topic and broker queuePrefix started.
+func (r *Ring) queueHash(id int32) uint32 {
+	if id >= 0 {
+		return r.pm.sum(uint32(id), ']')
+	}
+	return Hash(rocketmq.AppendQueueID(r.scratch, id)) // the prefix is still in scratch
 }
 
 // Len returns the number of entries on the ring (c*V minus the puts lost to equal hashes).
@@ -361,18 +374,15 @@ func assign[T int | int32](r *Ring, owners []T, queue func(int) (string, string,
 		return
 	}
 	// Queues come sorted, so a broker's queues follow each other and their keys differ only from
-	// the queue id on: the prefix is written once per broker (in a wasm guest the appends cost
-	// more than the lookups).
-	b := r.scratch[:0]
-	prefix := -1
+	// the queue id on: the prefix is hashed once per broker (queuePrefix).
+	started := false
 	var topic, broker string
 	var run *queueRun // the memo's hashes of this broker's queues, by queue id
 	for i := range owners {
 		t, br, id := queue(i)
-		if prefix < 0 || t != topic || br != broker {
-			topic, broker = t, br
-			b = rocketmq.AppendQueuePrefix(b[:0], t, br)
-			prefix = len(b)
+		if !started || t != topic || br != broker {
+			topic, broker, started = t, br, true
+			r.queuePrefix(t, br)
 			if r.memo != nil {
 				run = r.memo.queueRun(t, br)
 			}
@@ -381,14 +391,12 @@ func assign[T int | int32](r *Ring, owners []T, queue func(int) (string, string,
 			owners[i] = T(r.lookup(uint32(run.hashes[id])))
 			continue
 		}
-		b = rocketmq.AppendQueueID(b[:prefix], id)
-		h := Hash(b)
+		h := r.queueHash(id)
 		if run != nil {
 			run.put(id, h)
 		}
 		owners[i] = T(r.lookup(h))
 	}
-	r.scratch = b
 	if r.memo != nil {
 		r.memo.dropUnusedQueues()
 	}
@@ -428,26 +436,26 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 	var run *queueRun // the memo's hashes of this broker's queues, by queue id
 	if r.memo != nil {
 		run = r.memo.queueRun(topic, broker)
+		if len(ids) > 0 {
+			run.reserve(ids[len(ids)-1]) // the largest id when they are sorted, as a run's are
+		}
 	}
-	b := r.scratch[:0]
-	prefix := -1
+	started := false
 	for k, id := range ids[:len(owners)] {
 		if run != nil && uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
 			owners[k] = int32(r.lookup(uint32(run.hashes[id])))
 			continue
 		}
-		if prefix < 0 {
-			b = rocketmq.AppendQueuePrefix(b[:0], topic, broker)
-			prefix = len(b)
+		if !started {
+			r.queuePrefix(topic, broker)
+			started = true
 		}
-		b = rocketmq.AppendQueueID(b[:prefix], id)
-		h := Hash(b)
+		h := r.queueHash(id)
 		if run != nil {
 			run.put(id, h)
 		}
 		owners[k] = int32(r.lookup(h))
 	}
-	r.scratch = b
 }
 
 // Queues appends to dst, in mqAll order, the indices i with owners[i] == self: Java's result for
@@ -511,13 +519,18 @@ type queueRun struct {
 // maxMemoQueueID bounds the queue ids a Memo keeps a hash for.
 const maxMemoQueueID = 1 << 16
 
+// reserve makes room for the hashes of ids up to id.
+func (r *queueRun) reserve(id int32) {
+	if id >= 0 && id < maxMemoQueueID && int(id) >= len(r.hashes) {
+		r.hashes = append(r.hashes, make([]uint64, int(id)+1-len(r.hashes))...)
+	}
+}
+
 func (r *queueRun) put(id int32, h uint32) {
 	if id < 0 || id >= maxMemoQueueID {
 		return
 	}
-	if int(id) >= len(r.hashes) {
-		r.hashes = append(r.hashes, make([]uint64, int(id)+1-len(r.hashes))...)
-	}
+	r.reserve(id)
 	r.hashes[id] = 1<<32 | uint64(h)
 }
 
@@ -539,9 +552,9 @@ func (m *Memo) vnodeHashes(r *Ring, id string, vnodes int) []uint32 {
 	e := m.consumers[id]
 	if e == nil {
 		e = &memoConsumer{hashes: make([]uint32, vnodes)}
-		prefix := r.vnodePrefix(id)
+		r.vnodePrefix(id)
 		for k := range e.hashes {
-			e.hashes[k] = r.vnodeHash(prefix, k)
+			e.hashes[k] = r.vnodeHash(k)
 		}
 		m.consumers[id] = e
 	}

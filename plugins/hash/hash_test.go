@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -844,4 +845,74 @@ func FuzzMD5Prefix(f *testing.F) {
 			t.Fatalf("md5Prefix(%x) = %#x, crypto/md5 %#x", key, got, want)
 		}
 	})
+}
+
+// prefixMD5's hashes are crypto/md5's of the whole key for every prefix length around the block
+// and padding boundaries, every digit count and both endings, and its buffer is back to zeros
+// after each key (the next key's padding depends on it).
+func TestPrefixMD5(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	values := []uint32{0, 7, 9, 10, 99, 100, 999, 1000, 1023, 65535, 99999, 100000, 1e6, 9999999, 1e8, 999999999, 1e9, math.MaxUint32}
+	var p prefixMD5
+	for n := range 200 {
+		prefix := make([]byte, n)
+		for i := range prefix {
+			prefix[i] = byte(r.Uint32())
+		}
+		p.reset(prefix)
+		for _, v := range append(values, r.Uint32(), r.Uint32()%1000) {
+			for _, closing := range []byte{0, ']'} {
+				key := strconv.AppendUint(slices.Clip(prefix), uint64(v), 10)
+				if closing != 0 {
+					key = append(key, closing)
+				}
+				sum := md5.Sum(key)
+				if got, want := p.sum(v, closing), binary.BigEndian.Uint32(sum[:4]); got != want {
+					t.Fatalf("prefix of %d bytes, %d, closing %q: %#x, crypto/md5 %#x", n, v, closing, got, want)
+				}
+				if rest := p.buf[p.n:]; slices.ContainsFunc(rest, func(b byte) bool { return b != 0 }) {
+					t.Fatalf("prefix of %d bytes, %d: buffer not cleared past the prefix: %x", n, v, rest)
+				}
+			}
+		}
+	}
+}
+
+func FuzzPrefixMD5(f *testing.F) {
+	f.Add([]byte("MessageQueue [topic=TopicTest, brokerName=broker-a, queueId="), uint32(1023), true)
+	f.Add([]byte("10.0.3.7@12345-"), uint32(0), false)
+	f.Fuzz(func(t *testing.T, prefix []byte, v uint32, closed bool) {
+		var p prefixMD5
+		p.reset(prefix)
+		key := strconv.AppendUint(slices.Clip(prefix), uint64(v), 10)
+		closing := byte(0)
+		if closed {
+			closing = ']'
+			key = append(key, closing)
+		}
+		for range 2 { // the second from the buffer the first left
+			sum := md5.Sum(key)
+			if got, want := p.sum(v, closing), binary.BigEndian.Uint32(sum[:4]); got != want {
+				t.Fatalf("prefix %x, %d, closing %q: %#x, crypto/md5 %#x", prefix, v, closing, got, want)
+			}
+		}
+	})
+}
+
+// putDecimal writes what strconv does, around every change of digit count.
+func TestPutDecimal(t *testing.T) {
+	vs := []uint32{math.MaxUint32, math.MaxUint32 - 1}
+	for v := range uint32(12000) {
+		vs = append(vs, v)
+	}
+	for p := uint32(10); p <= 1e9; p *= 10 {
+		vs = append(vs, p-1, p, p+1)
+	}
+	for _, v := range vs {
+		var b [10]byte
+		n := putDecimal(b[:], v)
+		if got, want := string(b[:n]), strconv.FormatUint(uint64(v), 10); got != want {
+			t.Fatalf("putDecimal(%d) = %q, want %q", v, got, want)
+		}
+	}
 }

@@ -3,7 +3,10 @@ package hash
 import (
 	"encoding/binary"
 	"math/bits"
+	"strconv"
 )
+
+var le = binary.LittleEndian
 
 // MD5 (RFC 1321) unrolled for the wasm guest, where Go's code takes every loop iteration and
 // every call through a function's dispatch table: crypto/md5's Sum (its Write calls, the padding
@@ -32,6 +35,89 @@ func md5Prefix(key []byte) uint32 {
 	a, _, _, _ := md5Block(a0, b0, c0, d0, tail[end-64:end:end])
 	return bits.ReverseBytes32(a) // the digest's first 4 bytes, big-endian
 }
+
+// prefixMD5 hashes keys that share a prefix and end in a decimal number (a virtual node's
+// "id-k", a queue's "MessageQueue [...queueId=N]"): MD5's state after the prefix's whole 64-byte
+// blocks is computed once, and each key costs only its last one or two blocks, its digits
+// written in place after the rest of the prefix with the padding, without a loop (every loop
+// iteration is a trip through the function's dispatch in Go's wasm: RATIONALE.md). buf is zero
+// past the rest of the prefix between calls.
+type prefixMD5 struct {
+	a, b, c, d uint32 // the state after done bytes of the prefix
+	done       int    // a multiple of 64
+	n          int    // the prefix's bytes past done, at the start of buf
+	buf        [128]byte
+}
+
+// maxSuffix is the longest suffix sum writes: 10 digits and one closing byte.
+const maxSuffix = 11
+
+// reset starts the keys of prefix.
+func (p *prefixMD5) reset(prefix []byte) {
+	p.a, p.b, p.c, p.d = 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476
+	whole := len(prefix) &^ 63
+	for off := 0; off < whole; off += 64 {
+		p.a, p.b, p.c, p.d = md5Block(p.a, p.b, p.c, p.d, prefix[off:off+64:off+64])
+	}
+	p.buf = [128]byte{}
+	p.done = whole
+	p.n = copy(p.buf[:], prefix[whole:])
+}
+
+// sum returns the Hash of the prefix, the decimal digits of v and then closing (0: none).
+func (p *prefixMD5) sum(v uint32, closing byte) uint32 {
+	n := p.n + putDecimal(p.buf[p.n:p.n+maxSuffix:p.n+maxSuffix], v)
+	if closing != 0 {
+		p.buf[n] = closing
+		n++
+	}
+	p.buf[n] = 0x80
+	a, b, c, d := p.a, p.b, p.c, p.d
+	length := uint64(p.done+n) << 3
+	if n < 56 {
+		le.PutUint64(p.buf[56:64], length)
+		a, _, _, _ = md5Block(a, b, c, d, p.buf[:64:64])
+		le.PutUint64(p.buf[56:64], 0)
+	} else {
+		le.PutUint64(p.buf[120:128], length)
+		a, b, c, d = md5Block(a, b, c, d, p.buf[:64:64])
+		a, _, _, _ = md5Block(a, b, c, d, p.buf[64:128:128])
+		le.PutUint64(p.buf[120:128], 0)
+	}
+	// Back to zeros past the prefix: at most maxSuffix+1 bytes were written there.
+	le.PutUint64(p.buf[p.n:], 0)
+	le.PutUint32(p.buf[p.n+8:], 0)
+	return bits.ReverseBytes32(a)
+}
+
+// putDecimal writes v's decimal digits at the start of b (len(b) >= 10) and returns their count.
+// Up to 9,999 it takes the digits two at a time from a table, smallest numbers first (virtual
+// node indices and queue ids are small), with no loop; larger ones go through strconv.
+func putDecimal(b []byte, v uint32) int {
+	_ = b[9]
+	switch {
+	case v < 10:
+		b[0] = byte('0' + v)
+		return 1
+	case v < 100:
+		b[0], b[1] = pairs[2*v], pairs[2*v+1]
+		return 2
+	case v < 1000:
+		hi, lo := v/100, v%100
+		b[0], b[1], b[2] = byte('0'+hi), pairs[2*lo], pairs[2*lo+1]
+		return 3
+	case v < 10000:
+		hi, lo := v/100, v%100
+		b[0], b[1], b[2], b[3] = pairs[2*hi], pairs[2*hi+1], pairs[2*lo], pairs[2*lo+1]
+		return 4
+	}
+	return len(strconv.AppendUint(b[:0], uint64(v), 10))
+}
+
+// pairs holds 00 to 99, two digits each.
+const pairs = "00010203040506070809" + "10111213141516171819" + "20212223242526272829" + "30313233343536373839" +
+	"40414243444546474849" + "50515253545556575859" + "60616263646566676869" + "70717273747576777879" +
+	"80818283848586878889" + "90919293949596979899"
 
 // md5Block runs the compression function over one 64-byte block.
 func md5Block(a0, b0, c0, d0 uint32, p []byte) (uint32, uint32, uint32, uint32) {
