@@ -370,12 +370,15 @@ func (b *Balancer) plan(cb *kgo.ConsumerBalancer, g *view, intended *intended) (
 			req.PrevOwners = prev
 		}
 		req.QueueAttrs = zones
-		resp, _, err := b.s.AssignOwners(ctx, req)
-		if err != nil {
+		var taken error // the plan's own check of the answer, read in the instance's memory
+		if err := b.s.AssignOwnersFunc(ctx, req, func(resp *abi.Response, _ strategy.Version) error {
+			taken = p.take(sets[k], who, resp)
+			return nil
+		}); err != nil {
 			return nil, err
 		}
-		if err := p.take(sets[k], who, resp); err != nil {
-			return nil, fmt.Errorf("kafka: strategy %s %w", b.s.Name(), err)
+		if taken != nil {
+			return nil, fmt.Errorf("kafka: strategy %s %w", b.s.Name(), taken)
 		}
 	}
 	return p, nil
