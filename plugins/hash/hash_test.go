@@ -498,8 +498,9 @@ func TestAgainstReference(t *testing.T) {
 		mqAll := make([]rocketmq.Queue, n)
 		for i := range mqAll {
 			mqAll[i] = rocketmq.Queue{
-				Topic:      []string{"TopicTest", "T", "TopicHit624"}[rng.IntN(3)],
-				BrokerName: []string{"broker-a", "broker-b", "b"}[rng.IntN(3)],
+				// with names long enough that the key's prefix fills one or two MD5 blocks
+				Topic:      []string{"TopicTest", "T", "TopicHit624", "payments.settlement.events-v2"}[rng.IntN(4)],
+				BrokerName: []string{"broker-a", "broker-b", "b", "rmq-broker-zone-east-1a-000000000000000042"}[rng.IntN(4)],
 				QueueID:    []int32{0, 1, -1, 7, 2147483647, -2147483648, int32(rng.IntN(300))}[rng.IntN(7)],
 			}
 		}
