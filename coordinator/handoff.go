@@ -296,8 +296,13 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		k := int32(r + 1)
 		rank[key] = k
 		for _, l := range st.ho.holds[key].lists {
-			for _, q := range l {
-				switch i := t.Index(q); {
+			lo, span := t.Span(l)
+			for n, q := range l {
+				i := lo + n
+				if !span {
+					i = t.Index(q)
+				}
+				switch {
 				case i < 0 || first[i] == k || second[i] != 0:
 				case first[i] == 0:
 					first[i] = k
@@ -327,8 +332,13 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		to := int32(len(owners))
 		owners, ownerRank = append(owners, key), append(ownerRank, own)
 		n := 0
-		for _, q := range qs {
-			if i := t.Index(q); i >= 0 {
+		lo, span := t.Span(qs)
+		for k, q := range qs {
+			i := lo + k
+			if !span {
+				i = t.Index(q)
+			}
+			if i >= 0 {
 				if from := first[i]; from != 0 && (from != own || second[i] != 0) {
 					heldFor[i] = to
 					n++
@@ -341,8 +351,12 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 			continue
 		}
 		out := make([]abi.Queue, 0, len(qs)-n)
-		for _, q := range qs {
-			if i := t.Index(q); i < 0 || heldFor[i] != to {
+		for k, q := range qs {
+			i := lo + k
+			if !span {
+				i = t.Index(q)
+			}
+			if i < 0 || heldFor[i] != to {
 				out = append(out, q)
 			}
 		}

@@ -271,8 +271,12 @@ func (o *ownerSlots) id(cid string) int32 {
 func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Generation, a map[string][]abi.Queue) bool {
 	for key, qs := range a {
 		cid := o.id(cidOf(gen, key))
-		for _, q := range qs {
-			i := t.Index(q)
+		first, span := t.Span(qs)
+		for k, q := range qs {
+			i := first + k
+			if !span {
+				i = t.Index(q)
+			}
 			if i < 0 {
 				return false
 			}

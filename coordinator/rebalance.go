@@ -212,10 +212,7 @@ func (c *Coordinator) readList(t Topic) *readList {
 func (rl *readList) table() *store.QueueTable {
 	if rl.t == nil {
 		rl.t = store.QueueTableOf(rl.queues)
-		rl.aligned = rl.t.Len() == len(rl.queues)
-		for i := 0; rl.aligned && i < len(rl.queues); i++ {
-			rl.aligned = rl.t.Index(rl.queues[i]) == i
-		}
+		rl.aligned = rl.t.Align(rl.queues) // and a generation's stretches of queues are spans of t
 	}
 	return rl.t
 }
@@ -228,8 +225,13 @@ func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable, 
 	}
 	owner := make([]string, t.Len())
 	for key, qs := range target(gen) {
-		for _, q := range qs {
-			if i := t.Index(q); i >= 0 {
+		first, span := t.Span(qs)
+		for k, q := range qs {
+			i := first + k
+			if !span {
+				i = t.Index(q)
+			}
+			if i >= 0 {
 				owner[i] = key
 			}
 		}

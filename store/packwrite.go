@@ -148,6 +148,15 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 		return append(b, '"')
 	}
 	list := func(b []byte, qs []abi.Queue) []byte {
+		if first, ok := t.Span(qs); ok {
+			// A stretch of the table's slots: the first step, then steps of one.
+			scratch = binary.AppendVarint(scratch, int64(first-prev))
+			for range len(qs) - 1 {
+				scratch = append(scratch, 2) // the varint of 1
+			}
+			prev = first + len(qs) - 1
+			return encode(b)
+		}
 		for _, q := range qs {
 			step(q)
 		}

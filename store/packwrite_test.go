@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,5 +97,57 @@ func TestPackOver(t *testing.T) {
 	narrow.PackOver(QueueTableOf(all[:10])) // lacks b/7 and c/49
 	if b, err := narrow.MarshalJSON(); err != nil || !bytes.Equal(b, own) {
 		t.Errorf("over a table that lacks queues: %v\n%s\nwant\n%s", err, b, own)
+	}
+}
+
+// A record whose lists are stretches of the table's aligned list (Span) is byte for byte the
+// record of the same lists copied, which are looked up queue by queue.
+func TestPackOverSpans(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var all []abi.Queue
+	for _, b := range []string{"a", "b", "c"} {
+		for id := range int32(300) { // steps of more than 63 slots take varints of two bytes
+			all = append(all, abi.Queue{Topic: "T", BrokerName: b, QueueID: id})
+		}
+	}
+	spans := Generation{Group: "g", Topic: "T", Number: 3, At: at,
+		Assignment: map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:400:400], "z": all[700:900:900], "w": all[400:401:401]},
+		Target:     map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:450:450], "z": all[700:900:900]},
+		Handoffs:   []model.Handoff{{Queue: all[400], From: "w", To: "y", Since: at, Deadline: at.Add(time.Minute)}},
+	}
+	copied := spans
+	copied.Assignment, copied.Target = map[string][]abi.Queue{}, map[string][]abi.Queue{}
+	for k, qs := range spans.Assignment {
+		copied.Assignment[k] = slices.Clone(qs)
+	}
+	for k, qs := range spans.Target {
+		copied.Target[k] = slices.Clone(qs)
+	}
+	aligned := QueueTableOf(all)
+	if !aligned.Align(all) {
+		t.Fatal("not aligned")
+	}
+	if _, ok := aligned.Span(spans.Assignment["y"]); !ok {
+		t.Fatal("a stretch is no span")
+	}
+	spans.PackOver(aligned)
+	copied.PackOver(QueueTableOf(all))
+	got, err := spans.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := copied.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("over spans\n%s\nlooked up\n%s", got, want)
+	}
+	var back Generation
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back.Assignment, back.Target) != fmt.Sprint(copied.Assignment, copied.Target) {
+		t.Error("the spans' record reads back otherwise")
 	}
 }
