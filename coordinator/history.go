@@ -297,6 +297,13 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	o, t, before, after := compareOwners(old, gen, t, prev)
 	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
 	pk := store.NewMovesPacker()
+	n := 0
+	for i := range before {
+		if before[i] != after[i] {
+			n++
+		}
+	}
+	pk.Grow(n, len(gen.Handoffs), len(o.cids))
 	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
 	clientOf := func(i int32) uint64 {
 		if client[i] == 0 {
@@ -304,13 +311,11 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 		}
 		return uint64(client[i] - 1)
 	}
-	n := 0
 	for i := range before {
 		if before[i] != after[i] {
 			if !pk.Move(t.Queue(i), clientOf(before[i]), clientOf(after[i])) {
 				return nil, 0, next, false // a negative queue id
 			}
-			n++
 		}
 	}
 	if !pk.Released(released) {

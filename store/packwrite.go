@@ -85,7 +85,7 @@ func handoffRuns(hs []model.Handoff) []run {
 	all := make([]int32, len(hs))
 	start := 0
 	for i, n := range counts {
-		runs[i].hs = all[start:start:start+n]
+		runs[i].hs = all[start : start : start+n]
 		start += n
 	}
 	for n, i := range of {
