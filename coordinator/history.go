@@ -58,6 +58,9 @@ func (bs *basis) sortedKeys() []string {
 	return slices.Sorted(maps.Keys(bs.cids))
 }
 
+// noLabels is the fingerprint of no labels in a basis.
+const noLabels = "1:0"
+
 func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
 		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms)), keys: make([]string, len(ms))}
@@ -68,7 +71,11 @@ func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 			buf = append(strconv.AppendInt(buf, int64(len(s)), 10), ':')
 			buf = append(buf, s...)
 		}, m.labels) // "len:s" each, as bindingPrint writes
-		bs.labels[m.key] = string(buf)
+		if string(buf) == noLabels {
+			bs.labels[m.key] = noLabels // most members': one string for all
+		} else {
+			bs.labels[m.key] = string(buf)
+		}
 		bs.cids[m.key] = m.cid
 		bs.keys[i] = m.key
 	}
