@@ -414,6 +414,9 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	for i, p := range batch {
 		gens[i] = *p.gen
 		// Packed over the topic's own queue table: no table of the record's queues is built.
+		if p.j != nil && p.j.req != nil {
+			gens[i].KeysInOrder(p.j.req.Consumers) // the snapshot's keys, sorted
+		}
 		if p.j != nil && p.j.table != nil {
 			gens[i].PackOver(p.j.table)
 		} else if rl := c.readLists[p.st.name]; rl != nil && rl.t != nil {

@@ -151,3 +151,26 @@ func TestPackOverSpans(t *testing.T) {
 		t.Error("the spans' record reads back otherwise")
 	}
 }
+
+// Keys offered in order make the same record as none, and keys that are not the assignment's
+// in order (unsorted, one missing, one not assigned, repeated) are not trusted.
+func TestKeysInOrder(t *testing.T) {
+	qs := []abi.Queue{{Topic: "T", BrokerName: "a", QueueID: 0}, {Topic: "T", BrokerName: "a", QueueID: 1}, {Topic: "T", BrokerName: "b", QueueID: 0}}
+	g := Generation{Group: "g", Topic: "T", Number: 1, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]}}
+	want, err := g.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range [][]string{{"x", "y", "z"}, {"y", "x", "z"}, {"x", "y"}, {"x", "y", "w"}, {"x", "x", "z"}, {"x", "y", "z", "zz"}} {
+		h := g
+		h.KeysInOrder(keys)
+		if got := h.assignmentKeys(); !slices.Equal(got, []string{"x", "y", "z"}) {
+			t.Errorf("offered %q: keys %q", keys, got)
+		}
+		got, err := h.MarshalJSON()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("offered %q: %v\n%s\nwant\n%s", keys, err, got, want)
+		}
+	}
+}
