@@ -551,12 +551,14 @@ func (c *Coordinator) revokeTimeouts(now time.Time) {
 	for _, g := range c.groups {
 		late := map[*member][]abi.Queue{}
 		for _, st := range g.topics {
-			if st.gen == nil {
+			if !st.anyLate(now) {
 				continue
 			}
 			for _, h := range st.gen.Handoffs {
-				m := g.keys[h.From]
-				if !now.Before(h.Deadline) && m != nil && st.ho.holds[h.From].has(h.Queue) {
+				if now.Before(h.Deadline) {
+					continue
+				}
+				if m := g.keys[h.From]; m != nil && st.ho.holds[h.From].has(h.Queue) {
 					late[m] = append(late[m], h.Queue)
 				}
 			}
@@ -586,17 +588,41 @@ func queueList(qs []abi.Queue) string {
 	return b.String()
 }
 
-// handoffDeadline is the earliest deadline of st's handoffs, zero if none.
+// handoffDeadline is the earliest deadline of st's handoffs, zero if none. A generation's
+// handoffs do not change once it is installed, so it is found once per generation.
 func (st *topicState) handoffDeadline() time.Time {
-	var d time.Time
-	if st.gen != nil {
-		for _, h := range st.gen.Handoffs {
-			if d.IsZero() || h.Deadline.Before(d) {
-				d = h.Deadline
-			}
+	if st.gen == nil {
+		return time.Time{}
+	}
+	st.handoffDeadlines()
+	return st.deadline
+}
+
+// handoffDeadlines finds, once per generation, the earliest deadline of st.gen's handoffs as
+// handoffDeadline tells it, and the earliest of all.
+func (st *topicState) handoffDeadlines() {
+	if st.deadlineOf == st.gen {
+		return
+	}
+	var d, first time.Time
+	for i, h := range st.gen.Handoffs {
+		if d.IsZero() || h.Deadline.Before(d) {
+			d = h.Deadline
+		}
+		if i == 0 || h.Deadline.Before(first) {
+			first = h.Deadline
 		}
 	}
-	return d
+	st.deadlineOf, st.deadline, st.first = st.gen, d, first
+}
+
+// anyLate reports whether one of st.gen's handoffs may be past its deadline at now.
+func (st *topicState) anyLate(now time.Time) bool {
+	if st.gen == nil || len(st.gen.Handoffs) == 0 {
+		return false
+	}
+	st.handoffDeadlines()
+	return !now.Before(st.first)
 }
 
 // handoffsByCID rekeys handoffs from member keys to client ids, for the status.
