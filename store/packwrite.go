@@ -230,6 +230,7 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 		b = code(b, g.Target, sortedKeys(g.Target, keys))
 	}
 	if len(runs) > 0 {
+		var times timeCache // the runs' times are mostly a few
 		b = append(b, `,"handoffs":[`...)
 		for i, r := range runs {
 			if i > 0 {
@@ -240,11 +241,11 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 			b = append(b, `,"to":`...)
 			b = appendJSONString(b, r.to)
 			b = append(b, `,"since":`...)
-			if b, err = appendJSONTime(b, r.since); err != nil {
+			if b, err = times.append(b, r.since); err != nil {
 				return nil, false, err
 			}
 			b = append(b, `,"deadline":`...)
-			if b, err = appendJSONTime(b, r.deadline); err != nil {
+			if b, err = times.append(b, r.deadline); err != nil {
 				return nil, false, err
 			}
 			b = append(b, `,"queues":`...)
@@ -314,6 +315,31 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// timeCache appends times as appendJSONTime does, remembering the last two it wrote: 10,000
+// handoff runs of one rebalance share their since and deadline.
+type timeCache struct {
+	t   [2]time.Time
+	enc [2][]byte
+	n   int // how many were written
+}
+
+func (c *timeCache) append(b []byte, t time.Time) ([]byte, error) {
+	for i := range min(c.n, 2) {
+		if c.t[i] == t { // == as the runs compare them: the same wall clock, monotonic reading and location
+			return append(b, c.enc[i]...), nil
+		}
+	}
+	start := len(b)
+	b, err := appendJSONTime(b, t)
+	if err != nil {
+		return nil, err
+	}
+	i := c.n % 2
+	c.t[i], c.enc[i] = t, append(c.enc[i][:0], b[start:]...)
+	c.n++
+	return b, nil
 }
 
 // appendJSONTime appends t as encoding/json writes a time.Time (RFC 3339 with nanoseconds,

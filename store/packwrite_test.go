@@ -174,3 +174,25 @@ func TestKeysInOrder(t *testing.T) {
 		}
 	}
 }
+
+// The time cache writes each time as appendJSONTime does, the same instant in another location
+// or with a monotonic reading included.
+func TestTimeCache(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	east := time.FixedZone("east", 3600)
+	seq := []time.Time{at, at.Add(time.Minute), at, at.In(east), at.Add(time.Hour), at, at.Add(time.Minute), time.Now(), at.In(east)}
+	var c timeCache
+	for i, x := range seq {
+		got, err := c.append([]byte("x"), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := appendJSONTime([]byte("x"), x)
+		if !bytes.Equal(got, want) {
+			t.Errorf("time %d: %s, want %s", i, got, want)
+		}
+	}
+	if _, err := c.append(nil, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Error("a time in the year 10000 was written")
+	}
+}
