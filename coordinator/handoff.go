@@ -292,16 +292,13 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	slices.Sort(keys)
 	rank := make(map[string]int32, len(keys))
 	first, second := make([]int32, t.Len()), make([]int32, t.Len())
+	var slots []int32
 	for r, key := range keys {
 		k := int32(r + 1)
 		rank[key] = k
 		for _, l := range st.ho.holds[key].lists {
-			lo, span := t.Span(l)
-			for n, q := range l {
-				i := lo + n
-				if !span {
-					i = t.Index(q)
-				}
+			slots = t.AppendSlots(slots[:0], l)
+			for _, i := range slots {
 				switch {
 				case i < 0 || first[i] == k || second[i] != 0:
 				case first[i] == 0:
@@ -332,12 +329,8 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		to := int32(len(owners))
 		owners, ownerRank = append(owners, key), append(ownerRank, own)
 		n := 0
-		lo, span := t.Span(qs)
-		for k, q := range qs {
-			i := lo + k
-			if !span {
-				i = t.Index(q)
-			}
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
 			if i >= 0 {
 				if from := first[i]; from != 0 && (from != own || second[i] != 0) {
 					heldFor[i] = to
@@ -351,13 +344,9 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 			continue
 		}
 		out := make([]abi.Queue, 0, len(qs)-n)
-		for k, q := range qs {
-			i := lo + k
-			if !span {
-				i = t.Index(q)
-			}
+		for k, i := range slots {
 			if i < 0 || heldFor[i] != to {
-				out = append(out, q)
+				out = append(out, qs[k])
 			}
 		}
 		eff[key] = out

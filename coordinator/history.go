@@ -276,14 +276,11 @@ func (o *ownerSlots) id(cid string) int32 {
 
 // fill sets owners[slot] to the client of each queue of a (gen's); false when a queue is not in t.
 func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Generation, a map[string][]abi.Queue) bool {
+	var slots []int32
 	for key, qs := range a {
 		cid := o.id(cidOf(gen, key))
-		first, span := t.Span(qs)
-		for k, q := range qs {
-			i := first + k
-			if !span {
-				i = t.Index(q)
-			}
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
 			if i < 0 {
 				return false
 			}

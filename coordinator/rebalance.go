@@ -224,13 +224,10 @@ func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable, 
 		return nil
 	}
 	owner := make([]string, t.Len())
+	var slots []int32
 	for key, qs := range target(gen) {
-		first, span := t.Span(qs)
-		for k, q := range qs {
-			i := first + k
-			if !span {
-				i = t.Index(q)
-			}
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
 			if i >= 0 {
 				owner[i] = key
 			}

@@ -202,6 +202,21 @@ func (t *QueueTable) Span(qs []abi.Queue) (first int, ok bool) {
 	return int(off), true
 }
 
+// AppendSlots appends the slot of each queue of qs to dst, -1 for a queue not in the table: a
+// stretch of the aligned list (Span) by arithmetic, another list by lookup.
+func (t *QueueTable) AppendSlots(dst []int32, qs []abi.Queue) []int32 {
+	if first, ok := t.Span(qs); ok {
+		for k := range qs {
+			dst = append(dst, int32(first+k))
+		}
+		return dst
+	}
+	for _, q := range qs {
+		dst = append(dst, int32(t.Index(q)))
+	}
+	return dst
+}
+
 // Queue is the queue in slot i, which must be in [0, Len()).
 func (t *QueueTable) Queue(i int) abi.Queue {
 	b := t.last

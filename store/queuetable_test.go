@@ -72,6 +72,17 @@ func TestQueueTableSpan(t *testing.T) {
 			if _, ok := tab.Span(slices.Clone(list[lo:hi])); ok {
 				t.Errorf("a copy of list[%d:%d] spans", lo, hi)
 			}
+			for _, l := range [][]abi.Queue{list[lo:hi:hi], slices.Clone(list[lo:hi])} {
+				got := tab.AppendSlots([]int32{7}, l)
+				if len(got) != 1+len(l) || got[0] != 7 {
+					t.Fatalf("AppendSlots of list[%d:%d] = %v", lo, hi, got)
+				}
+				for k, x := range l {
+					if int(got[1+k]) != tab.Index(x) {
+						t.Errorf("AppendSlots of list[%d:%d]: %v in slot %d, Index says %d", lo, hi, x, got[1+k], tab.Index(x))
+					}
+				}
+			}
 		}
 	}
 	if _, ok := tab.Span(nil); ok {
@@ -80,6 +91,9 @@ func TestQueueTableSpan(t *testing.T) {
 	longer := append(slices.Clone(list), q("T", "c", 0))
 	if _, ok := tab.Span(longer); ok {
 		t.Error("a longer list spans")
+	}
+	if got := tab.AppendSlots(nil, longer); got[len(got)-1] != -1 {
+		t.Errorf("a queue not in the table has slot %d", got[len(got)-1])
 	}
 	var one [1]abi.Queue
 	one[0] = list[2]
