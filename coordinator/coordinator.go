@@ -205,6 +205,10 @@ type topicState struct {
 	lastErr                string
 	lastErrAt              time.Time
 	ho                     handoffState // handoff.go
+	// deadline is the earliest deadline of deadlineOf's handoffs (handoffDeadline), found once
+	// per generation: a Tick need not walk 50,000 handoffs to learn nothing is due.
+	deadlineOf      *store.Generation
+	deadline, first time.Time // handoffDeadline's, and the earliest of all (a zero one counts)
 	// offsets are the last offsets the owners reported per queue (lag.go).
 	offsets map[abi.Queue]lagReport
 }

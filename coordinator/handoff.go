@@ -292,12 +292,14 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	slices.Sort(keys)
 	rank := make(map[string]int32, len(keys))
 	first, second := make([]int32, t.Len()), make([]int32, t.Len())
+	var slots []int32
 	for r, key := range keys {
 		k := int32(r + 1)
 		rank[key] = k
 		for _, l := range st.ho.holds[key].lists {
-			for _, q := range l {
-				switch i := t.Index(q); {
+			slots = t.AppendSlots(slots[:0], l)
+			for _, i := range slots {
+				switch {
 				case i < 0 || first[i] == k || second[i] != 0:
 				case first[i] == 0:
 					first[i] = k
@@ -327,8 +329,9 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		to := int32(len(owners))
 		owners, ownerRank = append(owners, key), append(ownerRank, own)
 		n := 0
-		for _, q := range qs {
-			if i := t.Index(q); i >= 0 {
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
+			if i >= 0 {
 				if from := first[i]; from != 0 && (from != own || second[i] != 0) {
 					heldFor[i] = to
 					n++
@@ -341,9 +344,9 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 			continue
 		}
 		out := make([]abi.Queue, 0, len(qs)-n)
-		for _, q := range qs {
-			if i := t.Index(q); i < 0 || heldFor[i] != to {
-				out = append(out, q)
+		for k, i := range slots {
+			if i < 0 || heldFor[i] != to {
+				out = append(out, qs[k])
 			}
 		}
 		eff[key] = out
@@ -537,12 +540,14 @@ func (c *Coordinator) revokeTimeouts(now time.Time) {
 	for _, g := range c.groups {
 		late := map[*member][]abi.Queue{}
 		for _, st := range g.topics {
-			if st.gen == nil {
+			if !st.anyLate(now) {
 				continue
 			}
 			for _, h := range st.gen.Handoffs {
-				m := g.keys[h.From]
-				if !now.Before(h.Deadline) && m != nil && st.ho.holds[h.From].has(h.Queue) {
+				if now.Before(h.Deadline) {
+					continue
+				}
+				if m := g.keys[h.From]; m != nil && st.ho.holds[h.From].has(h.Queue) {
 					late[m] = append(late[m], h.Queue)
 				}
 			}
@@ -572,17 +577,41 @@ func queueList(qs []abi.Queue) string {
 	return b.String()
 }
 
-// handoffDeadline is the earliest deadline of st's handoffs, zero if none.
+// handoffDeadline is the earliest deadline of st's handoffs, zero if none. A generation's
+// handoffs do not change once it is installed, so it is found once per generation.
 func (st *topicState) handoffDeadline() time.Time {
-	var d time.Time
-	if st.gen != nil {
-		for _, h := range st.gen.Handoffs {
-			if d.IsZero() || h.Deadline.Before(d) {
-				d = h.Deadline
-			}
+	if st.gen == nil {
+		return time.Time{}
+	}
+	st.handoffDeadlines()
+	return st.deadline
+}
+
+// handoffDeadlines finds, once per generation, the earliest deadline of st.gen's handoffs as
+// handoffDeadline tells it, and the earliest of all.
+func (st *topicState) handoffDeadlines() {
+	if st.deadlineOf == st.gen {
+		return
+	}
+	var d, first time.Time
+	for i, h := range st.gen.Handoffs {
+		if d.IsZero() || h.Deadline.Before(d) {
+			d = h.Deadline
+		}
+		if i == 0 || h.Deadline.Before(first) {
+			first = h.Deadline
 		}
 	}
-	return d
+	st.deadlineOf, st.deadline, st.first = st.gen, d, first
+}
+
+// anyLate reports whether one of st.gen's handoffs may be past its deadline at now.
+func (st *topicState) anyLate(now time.Time) bool {
+	if st.gen == nil || len(st.gen.Handoffs) == 0 {
+		return false
+	}
+	st.handoffDeadlines()
+	return !now.Before(st.first)
 }
 
 // handoffsByCID rekeys handoffs from member keys to client ids, for the status.

@@ -58,6 +58,9 @@ func (bs *basis) sortedKeys() []string {
 	return slices.Sorted(maps.Keys(bs.cids))
 }
 
+// noLabels is the fingerprint of no labels in a basis.
+const noLabels = "1:0"
+
 func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
 		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms)), keys: make([]string, len(ms))}
@@ -68,7 +71,11 @@ func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 			buf = append(strconv.AppendInt(buf, int64(len(s)), 10), ':')
 			buf = append(buf, s...)
 		}, m.labels) // "len:s" each, as bindingPrint writes
-		bs.labels[m.key] = string(buf)
+		if string(buf) == noLabels {
+			bs.labels[m.key] = noLabels // most members': one string for all
+		} else {
+			bs.labels[m.key] = string(buf)
+		}
 		bs.cids[m.key] = m.cid
 		bs.keys[i] = m.key
 	}
@@ -269,10 +276,11 @@ func (o *ownerSlots) id(cid string) int32 {
 
 // fill sets owners[slot] to the client of each queue of a (gen's); false when a queue is not in t.
 func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Generation, a map[string][]abi.Queue) bool {
+	var slots []int32
 	for key, qs := range a {
 		cid := o.id(cidOf(gen, key))
-		for _, q := range qs {
-			i := t.Index(q)
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
 			if i < 0 {
 				return false
 			}
@@ -293,6 +301,13 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	o, t, before, after := compareOwners(old, gen, t, prev)
 	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
 	pk := store.NewMovesPacker()
+	n := 0
+	for i := range before {
+		if before[i] != after[i] {
+			n++
+		}
+	}
+	pk.Grow(n, len(gen.Handoffs), len(o.cids))
 	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
 	clientOf := func(i int32) uint64 {
 		if client[i] == 0 {
@@ -300,13 +315,11 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 		}
 		return uint64(client[i] - 1)
 	}
-	n := 0
 	for i := range before {
 		if before[i] != after[i] {
 			if !pk.Move(t.Queue(i), clientOf(before[i]), clientOf(after[i])) {
 				return nil, 0, next, false // a negative queue id
 			}
-			n++
 		}
 	}
 	if !pk.Released(released) {
@@ -398,6 +411,9 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	for i, p := range batch {
 		gens[i] = *p.gen
 		// Packed over the topic's own queue table: no table of the record's queues is built.
+		if p.j != nil && p.j.req != nil {
+			gens[i].KeysInOrder(p.j.req.Consumers) // the snapshot's keys, sorted
+		}
 		if p.j != nil && p.j.table != nil {
 			gens[i].PackOver(p.j.table)
 		} else if rl := c.readLists[p.st.name]; rl != nil && rl.t != nil {

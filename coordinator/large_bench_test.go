@@ -167,7 +167,8 @@ func encodedSize(v any) int {
 // confirming heartbeats follow and the handoff generation they release is published too.
 //
 // Metrics: cpu-ms/rebalance is the process's CPU time for the rebalance Tick alone (plugin call,
-// diff, handoff bookkeeping, persistence); answers-cpu-ms the 10,000 long-poll answers;
+// diff, handoff bookkeeping, persistence) and alloc-MB/rebalance the memory it allocates (what
+// drives the garbage collector's share of that CPU); answers-cpu-ms the 10,000 long-poll answers;
 // handoff-cpu-ms the confirming heartbeats and the handoff generation's Tick; record-bytes the
 // stored generation record; history-bytes the rebalance's history record and
 // handoff-history-bytes the handoff generation's; answer-bytes one 10-queue member's heartbeat
@@ -188,6 +189,8 @@ func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 	joiner := lg.cids[len(lg.cids)/2] + "-joiner"
 	var tickCPU, answerCPU, handoffCPU time.Duration
 	var answerBytes, historyBytes, handoffHistoryBytes int
+	var ms runtime.MemStats
+	var tickAlloc uint64 // bytes allocated by the rebalance Ticks
 	runtime.GC()
 	b.ResetTimer()
 	for i := range b.N {
@@ -199,10 +202,14 @@ func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 		}
 		lg.clock.Advance(time.Second)
 
+		runtime.ReadMemStats(&ms)
+		allocated := ms.TotalAlloc
 		t0 := processCPU()
 		pprof.Do(ctx, pprof.Labels("phase", "rebalance", "strategy", strategy), func(ctx context.Context) { lg.c.Tick(ctx) })
 		t1 := processCPU()
 		tickCPU += t1 - t0
+		runtime.ReadMemStats(&ms)
+		tickAlloc += ms.TotalAlloc - allocated
 		gen := lg.generation(b)
 		if gen == before {
 			b.Fatalf("op %d: no new generation (still %d)", i, gen)
@@ -239,6 +246,7 @@ func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(tickCPU.Microseconds())/1e3/n, "cpu-ms/rebalance")
+	b.ReportMetric(float64(tickAlloc)/1e6/n, "alloc-MB/rebalance")
 	b.ReportMetric(float64(answerCPU.Microseconds())/1e3/n, "answers-cpu-ms")
 	b.ReportMetric(float64(handoffCPU.Microseconds())/1e3/n, "handoff-cpu-ms")
 	b.ReportMetric(float64(answerBytes)/float64(len(lg.cids)), "answer-bytes")

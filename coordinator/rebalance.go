@@ -212,10 +212,7 @@ func (c *Coordinator) readList(t Topic) *readList {
 func (rl *readList) table() *store.QueueTable {
 	if rl.t == nil {
 		rl.t = store.QueueTableOf(rl.queues)
-		rl.aligned = rl.t.Len() == len(rl.queues)
-		for i := 0; rl.aligned && i < len(rl.queues); i++ {
-			rl.aligned = rl.t.Index(rl.queues[i]) == i
-		}
+		rl.aligned = rl.t.Align(rl.queues) // and a generation's stretches of queues are spans of t
 	}
 	return rl.t
 }
@@ -227,9 +224,11 @@ func prevOwners(gen *store.Generation, queues []abi.Queue, t *store.QueueTable, 
 		return nil
 	}
 	owner := make([]string, t.Len())
+	var slots []int32
 	for key, qs := range target(gen) {
-		for _, q := range qs {
-			if i := t.Index(q); i >= 0 {
+		slots = t.AppendSlots(slots[:0], qs)
+		for _, i := range slots {
+			if i >= 0 {
 				owner[i] = key
 			}
 		}

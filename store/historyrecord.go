@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/allocd/allocd/abi"
@@ -97,10 +99,13 @@ func MarshalPackedHistoryEntry(e model.HistoryEntry, pk *MovesPacker) ([]byte, e
 	case pk.releases != len(e.Trigger.Released):
 		return nil, fmt.Errorf("history entry with %d releases, %d of them packed", len(e.Trigger.Released), pk.releases)
 	}
+	// Moves and Pending are base64, which encoding/json writes as it is: it writes the record
+	// around placeholders, and the codes go in after, so that a megabyte of them is neither
+	// copied into strings nor scanned for escapes.
 	p := *pk.p
-	p.Moves = base64.RawStdEncoding.EncodeToString(pk.moves.buf)
+	p.Moves = ""
 	if pk.pendings > 0 {
-		p.Pending = base64.RawStdEncoding.EncodeToString(pk.pending.buf)
+		p.Pending = "-"
 	}
 	r := historyRecord{HistoryEntry: e, Packed: &p}
 	r.HistoryEntry.Moves, r.HistoryEntry.Pending = nil, nil
@@ -110,7 +115,45 @@ func MarshalPackedHistoryEntry(e model.HistoryEntry, pk *MovesPacker) ([]byte, e
 			r.Trigger.Released[i] = model.Release{Member: rel.Member, Reason: rel.Reason}
 		}
 	}
-	return json.Marshal(r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return splicePackedMoves(b, pk.moves.buf, pk.pendings > 0, pk.pending.buf)
+}
+
+// splicePackedMoves puts the base64 of moves and of pending (when there is any) in place of
+// the placeholders of b, a record written with "moves":"" and "pending":"-". The record's
+// packedMoves is its last field, and nothing inside it before "moves" and "pending" is a key
+// of that name (a key is followed by a colon, a string value never is, and quotes inside
+// strings are escaped), so the last "packedMoves" and the first keys after it are those.
+func splicePackedMoves(b, moves []byte, hasPending bool, pending []byte) ([]byte, error) {
+	const packedKey, movesKey, pendingKey = `"packedMoves":{`, `"moves":""`, `"pending":"-"`
+	at := bytes.LastIndex(b, []byte(packedKey))
+	if at < 0 {
+		return nil, errors.New("history record without its packed moves")
+	}
+	m := bytes.Index(b[at:], []byte(movesKey))
+	if m < 0 {
+		return nil, errors.New("history record without its packed moves' placeholder")
+	}
+	m += at + len(movesKey) - 1 // the closing quote
+	p := len(b)
+	if hasPending {
+		i := bytes.Index(b[m:], []byte(pendingKey))
+		if i < 0 {
+			return nil, errors.New("history record without its pending handoffs' placeholder")
+		}
+		p = m + i + len(pendingKey) - 2 // the placeholder
+	}
+	enc := base64.RawStdEncoding
+	out := make([]byte, 0, len(b)+enc.EncodedLen(len(moves))+enc.EncodedLen(len(pending)))
+	out = enc.AppendEncode(append(out, b[:m]...), moves)
+	if !hasPending {
+		return append(out, b[m:]...), nil
+	}
+	out = enc.AppendEncode(append(out, b[m:p]...), pending)
+	return append(out, b[p+1:]...), nil
 }
 
 // UnmarshalHistoryEntry reads a history record in the packed form or the one before it.
@@ -173,6 +216,17 @@ func NewMovesPacker() *MovesPacker {
 	pk.moves = movesWriter{pk: pk, last: -1}
 	pk.pending = movesWriter{pk: pk, last: -1}
 	return pk
+}
+
+// Grow makes room for about moves moves, pending handoffs and clients client ids, so that
+// coding 50,000 moves does not grow their buffers through a dozen copies.
+func (pk *MovesPacker) Grow(moves, pending, clients int) {
+	pk.moves.buf = slices.Grow(pk.moves.buf, 6*moves) // a move is about 6 bytes of varints
+	pk.pending.buf = slices.Grow(pk.pending.buf, 7*pending)
+	if len(pk.clients) == 0 && clients > 0 {
+		pk.clients = make(map[string]int, clients)
+		pk.p.Clients = slices.Grow(pk.p.Clients, clients)
+	}
 }
 
 // Client is cid's index in the client table ("" is nobody), added if it is not there yet.

@@ -46,16 +46,49 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 // goroutine while g is written; a table that lacks one of g's queues is ignored.
 func (g *Generation) PackOver(t *QueueTable) { g.packTable = t }
 
+// KeysInOrder offers keys, which should be the keys of g's Assignment in order (a job's sorted
+// member keys), to its record: they are checked (in order, each an Assignment's key, as many)
+// rather than sorted again, and sorted ones are made when they are not those.
+func (g *Generation) KeysInOrder(keys []string) { g.keys = keys }
+
+// assignmentKeys are the keys of g's Assignment in order: the offered ones when they are.
+func (g *Generation) assignmentKeys() []string {
+	if ks := g.keys; len(ks) == len(g.Assignment) {
+		ok := true
+		for i, k := range ks {
+			if _, in := g.Assignment[k]; !in || i > 0 && ks[i-1] >= k {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return ks
+		}
+	}
+	return slices.Sorted(maps.Keys(g.Assignment))
+}
+
 // handoffRuns groups handoffs that share their members and times, in order of first
-// appearance, each run holding the indices of its handoffs.
+// appearance, each run holding the indices of its handoffs. The runs' indices are stretches of
+// one array, laid out by counting: 50,000 handoffs in 10,000 runs cost two arrays of indices,
+// not a growing slice per run.
 func handoffRuns(hs []model.Handoff) []run {
 	if len(hs) == 0 {
 		return nil
 	}
 	// Handoffs in queue order come in stretches of one run (a member's block of queues held
-	// back for one other): the previous handoff's run is tried before the map.
-	var runs []run
-	at := map[handoffKey]int{}
+	// back for one other): the previous handoff's run is tried before the map, which is sized
+	// by the stretches.
+	stretches := 1
+	for n := 1; n < len(hs); n++ {
+		if p, h := &hs[n-1], &hs[n]; p.From != h.From || p.To != h.To || p.Since != h.Since || p.Deadline != h.Deadline {
+			stretches++
+		}
+	}
+	runs := make([]run, 0, stretches)
+	at := make(map[handoffKey]int, stretches)
+	of := make([]int32, len(hs)) // handoff -> its run
+	counts := make([]int, 0, stretches)
 	i := -1
 	for n, h := range hs {
 		if i < 0 || !runs[i].same(h.From, h.To, h.Since, h.Deadline) {
@@ -65,8 +98,19 @@ func handoffRuns(hs []model.Handoff) []run {
 				i = len(runs)
 				at[k] = i
 				runs = append(runs, run{handoffKey: k})
+				counts = append(counts, 0)
 			}
 		}
+		of[n] = int32(i)
+		counts[i]++
+	}
+	all := make([]int32, len(hs))
+	start := 0
+	for i, n := range counts {
+		runs[i].hs = all[start : start : start+n]
+		start += n
+	}
+	for n, i := range of {
 		runs[i].hs = append(runs[i].hs, int32(n))
 	}
 	return runs
@@ -77,7 +121,8 @@ func handoffRuns(hs []model.Handoff) []run {
 func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []byte, ok bool, err error) {
 	// The members' keys, sorted once for the maps that have the same keys (CIDs and Assignment
 	// usually do, Target often).
-	keys := slices.Sorted(maps.Keys(g.Assignment))
+	keys := g.assignmentKeys()
+	b = slices.Grow(b, packedSizeHint(g, len(runs)))
 	b = append(b, `{"group":`...)
 	b = appendJSONString(b, g.Group)
 	b = append(b, `,"topic":`...)
@@ -148,6 +193,15 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 		return append(b, '"')
 	}
 	list := func(b []byte, qs []abi.Queue) []byte {
+		if first, ok := t.Span(qs); ok {
+			// A stretch of the table's slots: the first step, then steps of one.
+			scratch = binary.AppendVarint(scratch, int64(first-prev))
+			for range len(qs) - 1 {
+				scratch = append(scratch, 2) // the varint of 1
+			}
+			prev = first + len(qs) - 1
+			return encode(b)
+		}
 		for _, q := range qs {
 			step(q)
 		}
@@ -176,6 +230,7 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 		b = code(b, g.Target, sortedKeys(g.Target, keys))
 	}
 	if len(runs) > 0 {
+		var times timeCache // the runs' times are mostly a few
 		b = append(b, `,"handoffs":[`...)
 		for i, r := range runs {
 			if i > 0 {
@@ -186,11 +241,11 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 			b = append(b, `,"to":`...)
 			b = appendJSONString(b, r.to)
 			b = append(b, `,"since":`...)
-			if b, err = appendJSONTime(b, r.since); err != nil {
+			if b, err = times.append(b, r.since); err != nil {
 				return nil, false, err
 			}
 			b = append(b, `,"deadline":`...)
-			if b, err = appendJSONTime(b, r.deadline); err != nil {
+			if b, err = times.append(b, r.deadline); err != nil {
 				return nil, false, err
 			}
 			b = append(b, `,"queues":`...)
@@ -203,6 +258,24 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 		b = append(b, ']')
 	}
 	return append(b, "}}"...), !missing, nil
+}
+
+// packedSizeHint is about the size of g's packed record, a little more for lists of queues
+// far apart, so that a record of 100,000 queues is written into one buffer instead of growing
+// one through a dozen copies: each member's key and client id and some punctuation, about 2
+// bytes of base64 per queue of its lists (a step of one slot is a byte of varint), and each
+// handoff run's members and times.
+func packedSizeHint(g *Generation, runs int) int {
+	n := 512 + len(g.Group) + len(g.Topic) + len(g.Inputs) + len(g.Plugin) + len(g.PluginVersion)
+	for k, cid := range g.CIDs {
+		n += len(k) + len(cid) + 6
+	}
+	for _, m := range []map[string][]abi.Queue{g.Assignment, g.Target} {
+		for k, qs := range m {
+			n += len(k) + 8 + 2*len(qs)
+		}
+	}
+	return n + runs*160 + 4*len(g.Handoffs)
 }
 
 // handoffKey is what the handoffs of one run share.
@@ -242,6 +315,31 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// timeCache appends times as appendJSONTime does, remembering the last two it wrote: 10,000
+// handoff runs of one rebalance share their since and deadline.
+type timeCache struct {
+	t   [2]time.Time
+	enc [2][]byte
+	n   int // how many were written
+}
+
+func (c *timeCache) append(b []byte, t time.Time) ([]byte, error) {
+	for i := range min(c.n, 2) {
+		if c.t[i] == t { // == as the runs compare them: the same wall clock, monotonic reading and location
+			return append(b, c.enc[i]...), nil
+		}
+	}
+	start := len(b)
+	b, err := appendJSONTime(b, t)
+	if err != nil {
+		return nil, err
+	}
+	i := c.n % 2
+	c.t[i], c.enc[i] = t, append(c.enc[i][:0], b[start:]...)
+	c.n++
+	return b, nil
 }
 
 // appendJSONTime appends t as encoding/json writes a time.Time (RFC 3339 with nanoseconds,

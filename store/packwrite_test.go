@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,5 +97,102 @@ func TestPackOver(t *testing.T) {
 	narrow.PackOver(QueueTableOf(all[:10])) // lacks b/7 and c/49
 	if b, err := narrow.MarshalJSON(); err != nil || !bytes.Equal(b, own) {
 		t.Errorf("over a table that lacks queues: %v\n%s\nwant\n%s", err, b, own)
+	}
+}
+
+// A record whose lists are stretches of the table's aligned list (Span) is byte for byte the
+// record of the same lists copied, which are looked up queue by queue.
+func TestPackOverSpans(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var all []abi.Queue
+	for _, b := range []string{"a", "b", "c"} {
+		for id := range int32(300) { // steps of more than 63 slots take varints of two bytes
+			all = append(all, abi.Queue{Topic: "T", BrokerName: b, QueueID: id})
+		}
+	}
+	spans := Generation{Group: "g", Topic: "T", Number: 3, At: at,
+		Assignment: map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:400:400], "z": all[700:900:900], "w": all[400:401:401]},
+		Target:     map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:450:450], "z": all[700:900:900]},
+		Handoffs:   []model.Handoff{{Queue: all[400], From: "w", To: "y", Since: at, Deadline: at.Add(time.Minute)}},
+	}
+	copied := spans
+	copied.Assignment, copied.Target = map[string][]abi.Queue{}, map[string][]abi.Queue{}
+	for k, qs := range spans.Assignment {
+		copied.Assignment[k] = slices.Clone(qs)
+	}
+	for k, qs := range spans.Target {
+		copied.Target[k] = slices.Clone(qs)
+	}
+	aligned := QueueTableOf(all)
+	if !aligned.Align(all) {
+		t.Fatal("not aligned")
+	}
+	if _, ok := aligned.Span(spans.Assignment["y"]); !ok {
+		t.Fatal("a stretch is no span")
+	}
+	spans.PackOver(aligned)
+	copied.PackOver(QueueTableOf(all))
+	got, err := spans.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := copied.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("over spans\n%s\nlooked up\n%s", got, want)
+	}
+	var back Generation
+	if err := json.Unmarshal(got, &back); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(back.Assignment, back.Target) != fmt.Sprint(copied.Assignment, copied.Target) {
+		t.Error("the spans' record reads back otherwise")
+	}
+}
+
+// Keys offered in order make the same record as none, and keys that are not the assignment's
+// in order (unsorted, one missing, one not assigned, repeated) are not trusted.
+func TestKeysInOrder(t *testing.T) {
+	qs := []abi.Queue{{Topic: "T", BrokerName: "a", QueueID: 0}, {Topic: "T", BrokerName: "a", QueueID: 1}, {Topic: "T", BrokerName: "b", QueueID: 0}}
+	g := Generation{Group: "g", Topic: "T", Number: 1, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]}}
+	want, err := g.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keys := range [][]string{{"x", "y", "z"}, {"y", "x", "z"}, {"x", "y"}, {"x", "y", "w"}, {"x", "x", "z"}, {"x", "y", "z", "zz"}} {
+		h := g
+		h.KeysInOrder(keys)
+		if got := h.assignmentKeys(); !slices.Equal(got, []string{"x", "y", "z"}) {
+			t.Errorf("offered %q: keys %q", keys, got)
+		}
+		got, err := h.MarshalJSON()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("offered %q: %v\n%s\nwant\n%s", keys, err, got, want)
+		}
+	}
+}
+
+// The time cache writes each time as appendJSONTime does, the same instant in another location
+// or with a monotonic reading included.
+func TestTimeCache(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 5, time.UTC)
+	east := time.FixedZone("east", 3600)
+	seq := []time.Time{at, at.Add(time.Minute), at, at.In(east), at.Add(time.Hour), at, at.Add(time.Minute), time.Now(), at.In(east)}
+	var c timeCache
+	for i, x := range seq {
+		got, err := c.append([]byte("x"), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := appendJSONTime([]byte("x"), x)
+		if !bytes.Equal(got, want) {
+			t.Errorf("time %d: %s, want %s", i, got, want)
+		}
+	}
+	if _, err := c.append(nil, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Error("a time in the year 10000 was written")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/allocd/allocd/abi"
 )
@@ -24,6 +25,9 @@ type QueueTable struct {
 	oneTopic bool
 	last     int // the broker of the previous lookup: lists run along one broker
 	n        int
+	// list is the table's queues in slot order when Align accepted it: a stretch of its array
+	// is numbered by Span without a lookup.
+	list []abi.Queue
 }
 
 type tableBroker struct {
@@ -159,6 +163,58 @@ func (t *QueueTable) Index(q abi.Queue) int {
 		return -1
 	}
 	return tb.base + i
+}
+
+// Align reports whether list is the table's queues in slot order (list[i] in slot i), and when
+// it is, keeps it: a list that is a stretch of list's array (a slice of it, as a generation's
+// lists often are of the topic's read queues) is then numbered by Span without looking its
+// queues up. list must not be written afterwards.
+func (t *QueueTable) Align(list []abi.Queue) bool {
+	if len(list) != t.n {
+		return false
+	}
+	for i, q := range list {
+		if t.Index(q) != i {
+			return false
+		}
+	}
+	t.list = list
+	return true
+}
+
+// Span reports whether qs is a stretch of the list Align kept, and if so the slot of qs[0]:
+// qs[k] is then in slot first+k. It tells by where qs's array starts, and then checks that
+// address is the list's element at that offset, so that a list merely equal to a stretch, or
+// stored elsewhere, is never taken for one.
+func (t *QueueTable) Span(qs []abi.Queue) (first int, ok bool) {
+	if len(qs) == 0 || len(qs) > len(t.list) {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(t.list)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(qs)))
+	if p < base {
+		return 0, false
+	}
+	off := (p - base) / unsafe.Sizeof(abi.Queue{})
+	if off > uintptr(len(t.list)-len(qs)) || &t.list[off] != &qs[0] {
+		return 0, false
+	}
+	return int(off), true
+}
+
+// AppendSlots appends the slot of each queue of qs to dst, -1 for a queue not in the table: a
+// stretch of the aligned list (Span) by arithmetic, another list by lookup.
+func (t *QueueTable) AppendSlots(dst []int32, qs []abi.Queue) []int32 {
+	if first, ok := t.Span(qs); ok {
+		for k := range qs {
+			dst = append(dst, int32(first+k))
+		}
+		return dst
+	}
+	for _, q := range qs {
+		dst = append(dst, int32(t.Index(q)))
+	}
+	return dst
 }
 
 // Queue is the queue in slot i, which must be in [0, Len()).

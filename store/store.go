@@ -110,6 +110,7 @@ type Generation struct {
 	Handoffs []model.Handoff        `json:"handoffs,omitempty"`
 
 	packTable *QueueTable // see PackOver
+	keys      []string    // see KeysInOrder
 }
 
 // ErrNotFound is matched (errors.Is) by the error of a lookup or delete of an absent record.
