@@ -65,6 +65,11 @@ func Hash(key []byte) uint32 {
 // wasm: this is a wasm guest, where crypto/md5 has no assembly (md5.go).
 const wasm = runtime.GOARCH == "wasm"
 
+// prefixHashing is whether a Ring hashes its keys with prefixMD5 (a prefix's whole blocks once)
+// rather than crypto/md5 over each whole key: in a wasm guest it is cheaper, natively it is not
+// (RATIONALE.md). A variable, so that the tests run the guest's way natively too.
+var prefixHashing = wasm
+
 // Ring is a built consistent-hash ring. The zero Ring is empty: Owner returns -1.
 //
 // A Ring reuses one scratch buffer for its keys, so Owner and Assign are not safe for concurrent
@@ -80,7 +85,7 @@ type Ring struct {
 	scratch []byte
 	ids     []int32 // AssignOwnerRuns's buffer of a run's queue ids
 	memo    *Memo
-	pm      prefixMD5 // the hashes of keys sharing the prefix last reset (md5.go)
+	pm      prefixMD5 // in a wasm guest, the hashes of keys sharing the prefix last reset (md5.go)
 }
 
 // NewRing builds the ring exactly as Java does for consumers 0..c-1, consumer(i) giving the id of
@@ -269,26 +274,42 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 // vnodePrefix starts the keys of consumer id's virtual nodes, id + "-" + index, for vnodeHash.
 func (r *Ring) vnodePrefix(id string) {
 	r.scratch = append(append(r.scratch[:0], id...), '-')
-	r.pm.reset(r.scratch)
+	if prefixHashing {
+		r.pm.reset(r.scratch)
+	}
 }
 
 // vnodeHash hashes the key id + "-" + index of the id vnodePrefix started (index >= 0).
 func (r *Ring) vnodeHash(index int) uint32 {
-	return r.pm.sum(uint32(index), 0)
+	if prefixHashing {
+		return r.pm.sum(uint32(index), 0)
+	}
+	return r.hashScratch(strconv.AppendInt(r.scratch, int64(index), 10))
 }
 
 // queuePrefix starts the keys of the queues of topic and broker, for queueHash.
 func (r *Ring) queuePrefix(topic, broker string) {
 	r.scratch = rocketmq.AppendQueuePrefix(r.scratch[:0], topic, broker)
-	r.pm.reset(r.scratch)
+	if prefixHashing {
+		r.pm.reset(r.scratch)
+	}
 }
 
 // queueHash hashes the key of queue id of the topic and broker queuePrefix started.
 func (r *Ring) queueHash(id int32) uint32 {
-	if id >= 0 {
+	if prefixHashing && id >= 0 {
 		return r.pm.sum(uint32(id), ']')
 	}
-	return Hash(rocketmq.AppendQueueID(r.scratch, id)) // the prefix is still in scratch
+	return r.hashScratch(rocketmq.AppendQueueID(r.scratch, id))
+}
+
+// hashScratch returns Hash(key), key being the prefix in scratch with more appended, and keeps
+// the prefix in scratch (with key's buffer, should the appends have grown it). In a wasm guest
+// prefixMD5 hashes a prefix's whole blocks once instead (md5.go); natively crypto/md5's
+// assembly over the whole key is faster than that in Go (RATIONALE.md).
+func (r *Ring) hashScratch(key []byte) uint32 {
+	r.scratch = key[:len(r.scratch)]
+	return Hash(key)
 }
 
 // Len returns the number of entries on the ring (c*V minus the puts lost to equal hashes).

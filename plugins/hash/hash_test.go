@@ -157,7 +157,9 @@ func TestJavaVectors(t *testing.T) {
 
 // TestJavaVectorsWholeGroup checks the one-pass use: one ring and one Assign per scenario and
 // configuration give every member of the group its vector's result.
-func TestJavaVectorsWholeGroup(t *testing.T) {
+func TestJavaVectorsWholeGroup(t *testing.T) { eachHashing(t, javaVectorsWholeGroup) }
+
+func javaVectorsWholeGroup(t *testing.T) {
 	vs, err := rocketmq.LoadVectors(vectorsPath)
 	if err != nil {
 		t.Fatal(err)
@@ -474,7 +476,9 @@ func TestCollisionIDs(t *testing.T) {
 
 // TestAgainstReference compares javaAllocate with the straight transliteration of Java on random
 // groups: repeated and unsorted ids, colliding ids, V from 0, odd queue ids.
-func TestAgainstReference(t *testing.T) {
+func TestAgainstReference(t *testing.T) { eachHashing(t, againstReference) }
+
+func againstReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pool := append([]string{"a@1", "b@1", "A@1", " ", "10.0.3.7@12345", "x"}, collisionIDs...)
 	iters := 1500
@@ -702,7 +706,9 @@ func TestAgainstReferenceLargeRings(t *testing.T) {
 // joining and leaving, a broker added, queue ids past the memo's bound and negative ones, another
 // vnodes), a ring built with a Memo assigns every queue as a ring built from scratch does, and the
 // Memo keeps only the last request's consumers and brokers.
-func TestMemoGivesNewRingsAnswers(t *testing.T) {
+func TestMemoGivesNewRingsAnswers(t *testing.T) { eachHashing(t, memoGivesNewRingsAnswers) }
+
+func memoGivesNewRingsAnswers(t *testing.T) {
 	type req struct {
 		cids    []string
 		brokers []string
@@ -845,6 +851,17 @@ func FuzzMD5Prefix(f *testing.F) {
 		if got, want := md5Prefix(key), binary.BigEndian.Uint32(sum[:4]); got != want {
 			t.Fatalf("md5Prefix(%x) = %#x, crypto/md5 %#x", key, got, want)
 		}
+	})
+}
+
+// eachHashing runs test natively as it is and again with the Ring hashing its keys as a wasm
+// guest does (prefixHashing: prefixMD5 instead of crypto/md5 over each key).
+func eachHashing(t *testing.T, test func(*testing.T)) {
+	t.Run("crypto-md5", test)
+	t.Run("prefix-md5", func(t *testing.T) {
+		defer func(was bool) { prefixHashing = was }(prefixHashing)
+		prefixHashing = true
+		test(t)
 	})
 }
 
