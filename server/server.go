@@ -72,6 +72,7 @@ type Server struct {
 	handler  http.Handler
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
+	batched  *prometheus.CounterVec // heartbeats within batches (batch.go)
 
 	drainOnce sync.Once
 	drain     chan struct{}
@@ -99,6 +100,7 @@ func New(opts Options) (*Server, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocd_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
+		batched: newBatchMetrics(),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "allocd_http_request_seconds", Help: "HTTP request latency by route (long-polls included).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 us .. 26 s
@@ -108,7 +110,7 @@ func New(opts Options) (*Server, error) {
 		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
 		}, func() float64 { return float64(s.parked.busy.Load()) })
-		for _, c := range []prometheus.Collector{s.requests, s.seconds, parked} {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}
@@ -157,6 +159,7 @@ func (s *Server) routes() http.Handler {
 		{"GET", "/v1/groups/{group}", s.getGroup},
 		{"DELETE", "/v1/groups/{group}", s.deleteGroup},
 		{"POST", heartbeatPath, s.heartbeat},
+		{"POST", "/v1/heartbeats", s.heartbeats},
 		{"POST", "/v1/groups/{group}/leave", s.leave},
 		{"GET", "/v1/groups/{group}/assignment", s.assignment},
 		{"POST", "/v1/groups/{group}/preview", s.preview},
