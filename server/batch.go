@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,14 +33,19 @@ type batchedHeartbeat struct {
 	Heartbeat json.RawMessage `json:"heartbeat"`
 }
 
-func newBatchMetrics() *prometheus.CounterVec {
+func newBatchMetrics() (*prometheus.CounterVec, prometheus.Histogram) {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "allocd_http_batched_heartbeats_total",
-		Help: "Heartbeats answered within POST /v1/heartbeats, by the status code each would have had alone.",
-	}, []string{"code"})
+			Name: "allocd_http_batched_heartbeats_total",
+			Help: "Heartbeats answered within POST /v1/heartbeats, by the status code each would have had alone.",
+		}, []string{"code"}), prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "allocd_http_batched_heartbeat_seconds",
+			Help:    "Latency of each heartbeat within POST /v1/heartbeats: from the request's arrival to its answer's.",
+			Buckets: latencyBuckets,
+		})
 }
 
 func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
+	start := time.Now()
 	body, err := readBody(r.Body)
 	if err != nil {
 		return err
@@ -80,6 +86,7 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		s.batched.WithLabelValues(strconv.Itoa(status)).Inc()
+		s.batchedSeconds.Observe(time.Since(start).Seconds())
 	}
 	b = append(b, "]}\n"...)
 	w.Header().Set("Content-Type", "application/json")

@@ -78,6 +78,14 @@ func TestHeartbeatBatchAnswersAsAlone(t *testing.T) {
 	if n := batchedCount(t, e, "200"); n != 4 {
 		t.Errorf("allocd_http_batched_heartbeats_total{code=200} = %v, want 4", n)
 	}
+	mfs, _ := e.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "allocd_http_batched_heartbeat_seconds" {
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != uint64(len(items)) {
+				t.Errorf("allocd_http_batched_heartbeat_seconds counted %d heartbeats, want %d", n, len(items))
+			}
+		}
+	}
 }
 
 func TestHeartbeatBatchRefusals(t *testing.T) {

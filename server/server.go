@@ -64,6 +64,9 @@ type Options struct {
 	NoParking bool
 }
 
+// latencyBuckets are the bounds of the latency histograms: 100 us .. 26 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+
 // Server is the HTTP API.
 type Server struct {
 	opts     Options
@@ -72,7 +75,9 @@ type Server struct {
 	handler  http.Handler
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
-	batched  *prometheus.CounterVec // heartbeats within batches (batch.go)
+	// heartbeats within batches, and their latency (batch.go)
+	batched        *prometheus.CounterVec
+	batchedSeconds prometheus.Histogram
 
 	drainOnce sync.Once
 	drain     chan struct{}
@@ -100,17 +105,17 @@ func New(opts Options) (*Server, error) {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "allocd_http_requests_total", Help: "HTTP requests by route and status code.",
 		}, []string{"route", "code"}),
-		batched: newBatchMetrics(),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "allocd_http_request_seconds", Help: "HTTP request latency by route (long-polls included).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 us .. 26 s
+			Buckets: latencyBuckets,
 		}, []string{"route"}),
 	}
+	s.batched, s.batchedSeconds = newBatchMetrics()
 	if opts.Metrics != nil {
 		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
 		}, func() float64 { return float64(s.parked.busy.Load()) })
-		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, parked} {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, s.batchedSeconds, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}

@@ -142,8 +142,9 @@ func rss(pid int) int64 {
 	return 0
 }
 
-// heartbeatHistogram reads the daemon's own latency histogram of the heartbeat route from
-// /metrics: cumulative counts by upper bound (seconds). It measures the handler, without the
+// heartbeatHistogram reads the daemon's own latency histograms of the heartbeat route and of
+// the heartbeats within batches from /metrics, summed: cumulative counts by upper bound
+// (seconds). It measures the handler, without the
 // network, the kernel's queues or the client.
 func heartbeatHistogram(tb testing.TB, url string) map[float64]float64 {
 	tb.Helper()
@@ -155,7 +156,10 @@ func heartbeatHistogram(tb testing.TB, url string) map[float64]float64 {
 	body, _ := io.ReadAll(resp.Body)
 	out := map[float64]float64{}
 	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "allocd_http_request_seconds_bucket{") || !strings.Contains(line, `route="POST /v1/groups/{group}/heartbeat"`) {
+		// A heartbeat alone, or one within a batch (POST /v1/heartbeats, each counted with
+		// its own latency).
+		if !(strings.HasPrefix(line, "allocd_http_request_seconds_bucket{") && strings.Contains(line, `route="POST /v1/groups/{group}/heartbeat"`)) &&
+			!strings.HasPrefix(line, "allocd_http_batched_heartbeat_seconds_bucket{") {
 			continue
 		}
 		i := strings.Index(line, `le="`)
@@ -168,7 +172,7 @@ func heartbeatHistogram(tb testing.TB, url string) map[float64]float64 {
 		bound, err1 := strconv.ParseFloat(le, 64)
 		n, err2 := strconv.ParseFloat(strings.TrimSpace(line[j+1:]), 64)
 		if err1 == nil && err2 == nil {
-			out[bound] = n
+			out[bound] += n
 		}
 	}
 	return out
