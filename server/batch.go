@@ -50,21 +50,36 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req heartbeatBatch
-	if err := decodeBody(body, &req); err != nil {
-		return err
+	var raw []batchedHeartbeat // when encoding/json read the body
+	groups, hbs, fast := fastBatch(body)
+	if !fast {
+		var req heartbeatBatch
+		if err := decodeBody(body, &req); err != nil {
+			return err
+		}
+		groups = make([]string, len(req.Heartbeats))
+		for i, item := range req.Heartbeats {
+			groups[i] = item.Group
+		}
+		if len(req.Heartbeats) > MaxHeartbeatBatch {
+			return badRequest("%d heartbeats in one request, more than %d", len(req.Heartbeats), MaxHeartbeatBatch)
+		}
+		raw = req.Heartbeats
 	}
-	if len(req.Heartbeats) > MaxHeartbeatBatch {
-		return badRequest("%d heartbeats in one request, more than %d", len(req.Heartbeats), MaxHeartbeatBatch)
-	}
-	b := make([]byte, 0, 64+200*len(req.Heartbeats))
+	b := make([]byte, 0, 64+200*len(groups))
 	b = append(b, `{"answers":[`...)
-	for i, item := range req.Heartbeats {
+	for i, group := range groups {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		status := http.StatusOK
-		a, err := s.batchedHeartbeat(item)
+		var a coordinator.Assignment
+		var err error
+		if fast {
+			a, err = s.batchedHeartbeat(group, hbs[i], true, nil)
+		} else {
+			a, err = s.batchedHeartbeat(group, coordinator.Heartbeat{}, false, raw[i].Heartbeat)
+		}
 		if err == nil {
 			var ok bool
 			start := len(b)
@@ -79,7 +94,7 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			status = statusOf(err)
 			if status >= 500 {
-				s.log.Error().Err(err).Str("group", item.Group).Int("status", status).Msg("batched heartbeat failed")
+				s.log.Error().Err(err).Str("group", group).Int("status", status).Msg("batched heartbeat failed")
 			}
 			if err := s.appendAnswer(&b, status, err.Error()); err != nil {
 				return err
@@ -95,19 +110,24 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// batchedHeartbeat reads and applies one heartbeat of a batch as heartbeatOf does.
-func (s *Server) batchedHeartbeat(item batchedHeartbeat) (coordinator.Assignment, error) {
-	if err := coordinator.CheckName("group", item.Group); err != nil {
+// batchedHeartbeat applies one heartbeat of a batch as heartbeatOf does: hb as fastBatch read
+// it (read), or else raw, its JSON, read as a heartbeat request's body.
+func (s *Server) batchedHeartbeat(group string, hb coordinator.Heartbeat, read bool, raw json.RawMessage) (coordinator.Assignment, error) {
+	if err := coordinator.CheckName("group", group); err != nil {
 		return coordinator.Assignment{}, err
 	}
-	if len(item.Heartbeat) == 0 || string(item.Heartbeat) == "null" {
-		return coordinator.Assignment{}, badRequest("request body is empty; want a JSON object")
-	}
-	hb, err := decodeHeartbeat(bytes.NewReader(item.Heartbeat))
-	if err != nil {
+	if !read {
+		if len(raw) == 0 || string(raw) == "null" {
+			return coordinator.Assignment{}, badRequest("request body is empty; want a JSON object")
+		}
+		var err error
+		if hb, err = decodeHeartbeat(bytes.NewReader(raw)); err != nil {
+			return coordinator.Assignment{}, err
+		}
+	} else if err := hb.Check(); err != nil {
 		return coordinator.Assignment{}, err
 	}
-	return s.c.Heartbeat(item.Group, hb)
+	return s.c.Heartbeat(group, hb)
 }
 
 // appendAnswer appends one answer of a batch through encoding/json: {"status":200,"answer":v}

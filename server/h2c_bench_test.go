@@ -35,7 +35,7 @@ import (
 // server's alone. Instructions per heartbeat, load-independent (N and 3N ops, the client in
 // a process callgrind does not count):
 //
-//	go test -c -o /tmp/server.test ./server/ && sh server/testdata/h2c-callgrind.sh /tmp/server.test HeartbeatH2C 2000 6000
+//	go test -c -o /tmp/server.test ./server/ && sh server/testdata/h2c-callgrind.sh /tmp/server.test HeartbeatH2C/senders=8 2000 6000
 const h2cChildEnv = "ALLOCD_SERVER_H2C_CHILD"
 
 // h2cMembers is the group of the h2c benchmarks: the fleet benchmark's shape (groups of
@@ -173,23 +173,27 @@ func cpuNow(b *testing.B) time.Duration {
 }
 
 // BenchmarkHeartbeatH2C is steady heartbeats (nothing changes, each member reporting the
-// generation it applied, as client.Consumer does) from 100 members over h2c, 8 at a time, as
-// the fleet's load generator sends them. server-cpu-us/op is the server process's CPU per
-// heartbeat (its garbage collector's included; it varies with the machine's load, unlike the
-// instruction counts of callgrind).
+// generation it applied, as client.Consumer does) from 100 members over h2c through one
+// client.Client, 8 or 64 sent at a time (a fleet's load generator has dozens in flight).
+// server-cpu-us/op is the server process's CPU per heartbeat (its garbage collector's
+// included; it varies with the machine's load, unlike the instruction counts of callgrind).
 func BenchmarkHeartbeatH2C(b *testing.B) {
-	h := newH2CServer(b, h2cMembers)
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := cpuNow(b)
-	lines := runH2CChild(b, fmt.Sprintf("hb %s %d %d", h.url, b.N, 8), nil)
-	b.StopTimer()
-	b.ReportMetric(float64((cpuNow(b)-cpu0).Microseconds())/float64(b.N), "server-cpu-us/op")
-	var clientCPU time.Duration
-	if len(lines) != 1 || func() error { _, err := fmt.Sscanf(lines[0], "cpu %d", &clientCPU); return err }() != nil {
-		b.Fatalf("h2c client: %q", lines)
+	for _, senders := range []int{8, 64} {
+		b.Run(fmt.Sprintf("senders=%d", senders), func(b *testing.B) {
+			h := newH2CServer(b, h2cMembers)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuNow(b)
+			lines := runH2CChild(b, fmt.Sprintf("hb %s %d %d", h.url, b.N, senders), nil)
+			b.StopTimer()
+			b.ReportMetric(float64((cpuNow(b)-cpu0).Microseconds())/float64(b.N), "server-cpu-us/op")
+			var clientCPU time.Duration
+			if len(lines) != 1 || func() error { _, err := fmt.Sscanf(lines[0], "cpu %d", &clientCPU); return err }() != nil {
+				b.Fatalf("h2c client: %q", lines)
+			}
+			b.ReportMetric(float64(clientCPU.Microseconds())/float64(b.N), "client-cpu-us/op")
+		})
 	}
-	b.ReportMetric(float64(clientCPU.Microseconds())/float64(b.N), "client-cpu-us/op")
 }
 
 // BenchmarkH2CFloor is BenchmarkHeartbeatH2C's traffic answered by a handler that reads the

@@ -27,5 +27,5 @@ for n in "$@"; do
 	done
 	wait $pid || { cat "$dir/log.$n"; exit 1; }
 	echo "$bench N=$n instructions $(grep -m1 '^summary:' "$dir/cg.$n" | cut -d' ' -f2)"
-	[ -z "$KEEP" ] || cp "$dir/cg.$n" "$KEEP.$n"
+	[ -z "$KEEP" ] || cp "$dir/cg.$n" "$KEEP.$n" # KEEP=PREFIX keeps the counts for callgrind_annotate
 done
