@@ -86,12 +86,12 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 		}
 		if err == nil {
 			var ok bool
-			start := len(b)
+			mark := len(b)
 			b = append(b, `{"status":200,"answer":`...)
 			if b, ok = appendAssignment(b, a); ok {
 				b = append(b[:len(b)-1], '}') // appendAssignment's newline
 			} else {
-				b = b[:start]
+				b = b[:mark]
 				err = s.appendAnswer(&b, http.StatusOK, a)
 			}
 		}
