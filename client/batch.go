@@ -13,12 +13,13 @@ import (
 // Heartbeat batching. The heartbeats that a Client's members send at the same moment travel
 // in one POST /v1/heartbeats, which the daemon answers heartbeat by heartbeat as it would
 // answer each alone: over HTTP/2 the request itself, not the heartbeat, was 86 % of the
-// daemon's instructions (BENCHMARKS.md, "The heartbeat over h2c, counted"). Nothing waits to
+// daemon's instructions (BENCHMARKS.md, "Heartbeats that share a request"). Nothing waits to
 // fill a batch: a heartbeat goes at once when fewer than maxBatchesInFlight batches are on
 // their way, and otherwise with the next one, so a lone member's heartbeat is one request as
 // before and only those sent while others are in flight share one. A daemon without the
-// endpoint (404) turns batching off for the Client; any other refusal of a batch sends its
-// heartbeats alone, so each gets the answer or error it would have had.
+// endpoint (404) turns batching off for the Client; another refusal of a batch (400, 413)
+// sends its heartbeats alone, so each gets the answer or error it would have had; a 5xx, or
+// no answer, is each heartbeat's.
 
 const (
 	maxBatchesInFlight = 4

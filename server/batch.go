@@ -23,7 +23,7 @@ const MaxHeartbeatBatch = 1000
 // the error text it would have had. A process running many members (the Go client batches
 // the heartbeats its consumers send at the same moment) so pays one HTTP exchange for many:
 // over HTTP/2 the exchange itself, not the heartbeat, was 86 % of the daemon's instructions
-// (BENCHMARKS.md, "The heartbeat over h2c, counted").
+// (BENCHMARKS.md, "Heartbeats that share a request").
 type heartbeatBatch struct {
 	Heartbeats []batchedHeartbeat `json:"heartbeats"`
 }
