@@ -128,10 +128,16 @@ func (c *Client) Ready(ctx context.Context) error {
 }
 
 // Heartbeat sends one heartbeat of a member, joining it if new, and returns its assignment.
-// Consumer sends them for you; this is the single call, for tools and tests.
+// Consumer sends them for you; this is the single call, for tools and tests. Heartbeats sent
+// at the same moment through one Client share a request (batch.go, WithHeartbeatBatching).
 func (c *Client) Heartbeat(ctx context.Context, group string, hb Heartbeat) (MemberAssignment, error) {
 	if hb.Topics == nil {
 		hb.Topics = []string{}
+	}
+	if !c.batch.off.Load() && c.baseErr == nil {
+		if a, alone, err := c.batchHeartbeat(ctx, group, hb); !alone {
+			return a, err
+		}
 	}
 	var a MemberAssignment
 	err := c.do(ctx, "POST", "/v1/groups/"+seg(group)+"/heartbeat", nil, hb, &a, 0)

@@ -39,6 +39,7 @@ type Client struct {
 	http     *http.Client
 	timeout  time.Duration
 	agent    string
+	batch    batcher // heartbeats sent together (batch.go)
 }
 
 // Option configures a Client.

@@ -30,6 +30,11 @@
 // heartbeat joins it again. Keep HeartbeatInterval at a third of the daemon's --session-timeout
 // or less (the defaults, 10s and 30s, are).
 //
+// The consumers of one Client that heartbeat at the same moment share a request (POST
+// /v1/heartbeats), each answered as alone; a process running thousands of members so costs the
+// daemon a fraction of a request per heartbeat. WithHeartbeatBatching(false) sends each alone,
+// as the client does by itself against a daemon without the endpoint.
+//
 // # Producers
 //
 // NewProducer chooses queues for one topic from a cached route, the topic's writable queues in

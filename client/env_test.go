@@ -1,8 +1,11 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -75,9 +78,22 @@ func newEnv(t *testing.T) *env {
 	h := srv.Handler()
 	e.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Method + " " + r.URL.Path
+		// A batch of heartbeats counts as a heartbeat request of each member it carries.
+		batched := batchedPaths(r)
 		e.mu.Lock()
 		e.counts[key]++
+		for _, p := range batched {
+			e.counts["POST "+p]++
+		}
 		e.mu.Unlock()
+		defer func() {
+			for _, p := range batched {
+				select {
+				case e.beats <- p:
+				default:
+				}
+			}
+		}()
 		if e.down.Load() {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -103,6 +119,23 @@ func newEnv(t *testing.T) *env {
 	})
 	e.c = client.New(e.ts.URL, client.WithTimeout(5*time.Second))
 	return e
+}
+
+// batchedPaths are the heartbeat paths of the members whose heartbeats r carries, if it is a
+// batch (POST /v1/heartbeats); r's body is left to be read again.
+func batchedPaths(r *http.Request) []string {
+	if r.Method != "POST" || r.URL.Path != "/v1/heartbeats" {
+		return nil
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct{ Heartbeats []struct{ Group string } }
+	json.Unmarshal(body, &req)
+	var paths []string
+	for _, hb := range req.Heartbeats {
+		paths = append(paths, "/v1/groups/"+hb.Group+"/heartbeat")
+	}
+	return paths
 }
 
 func (e *env) count(method, path string) int {

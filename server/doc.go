@@ -13,6 +13,9 @@
 //	DELETE /v1/groups/{group}
 //	POST   /v1/groups/{group}/heartbeat       {"cid":"...","topics":["T"],"instanceId":"","labels":{},"generations":{"T":2}}
 //	                                           optional "offsets":{"T":[{"brokerName","queueId","committed","max","lastWrite"}]}
+//	POST   /v1/heartbeats                     {"heartbeats":[{"group":"g","heartbeat":{...}},...]}: up to 1,000
+//	                                           heartbeats of any groups, each answered in its place as alone:
+//	                                           {"answers":[{"status":200,"answer":{...}},{"status":404,"error":"..."}]}
 //	POST   /v1/groups/{group}/leave           {"cid":"..."}
 //	GET    /v1/groups/{group}/assignment?cid=C[&topic=T][&after=N][&wait=30s]   long-poll
 //	POST   /v1/groups/{group}/preview         a binding; the assignment it would give, and the diff

@@ -124,7 +124,10 @@ func (s *Server) deleteGroup(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
-	group := r.PathValue("group")
+	return s.heartbeatOf(w, r, r.PathValue("group"))
+}
+
+func (s *Server) heartbeatOf(w http.ResponseWriter, r *http.Request, group string) error {
 	if err := coordinator.CheckName("group", group); err != nil {
 		return err
 	}

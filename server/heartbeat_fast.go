@@ -18,12 +18,20 @@ import (
 // encoding/json's frames (RATIONALE.md).
 func fastHeartbeat(body []byte) (hb coordinator.Heartbeat, ok bool) {
 	p := jsonScanner{b: body}
+	if hb, ok = p.heartbeat(); !ok {
+		return hb, false
+	}
+	return hb, p.end()
+}
+
+// heartbeat reads a heartbeat object as fastHeartbeat accepts it.
+func (p *jsonScanner) heartbeat() (hb coordinator.Heartbeat, ok bool) {
 	if !p.byte('{') {
 		return hb, false
 	}
 	var seen uint8
 	if p.byte('}') {
-		return hb, p.end()
+		return hb, true
 	}
 	for {
 		key, ok := p.str()
@@ -58,12 +66,55 @@ func fastHeartbeat(body []byte) (hb coordinator.Heartbeat, ok bool) {
 		}
 		seen |= bit
 		if p.byte('}') {
-			return hb, p.end()
+			return hb, true
 		}
 		if !p.byte(',') {
 			return hb, false
 		}
 	}
+}
+
+// fastBatch reads a heartbeat batch in the shape the Go client writes it:
+// {"heartbeats":[{"group":G,"heartbeat":H},...]}, each G a string fastHeartbeat's scanner
+// reads and each H a heartbeat fastHeartbeat accepts, the keys in that order. Like
+// fastHeartbeat it answers false for anything else, which encoding/json then reads; for
+// every body it accepts, encoding/json and fastHeartbeat give the same heartbeats
+// (FuzzFastBatch).
+func fastBatch(body []byte) (groups []string, hbs []coordinator.Heartbeat, ok bool) {
+	p := jsonScanner{b: body}
+	if !p.byte('{') || !p.key("heartbeats") || !p.byte('[') {
+		return nil, nil, false
+	}
+	groups, hbs = []string{}, []coordinator.Heartbeat{}
+	if p.byte(']') {
+		return groups, hbs, p.byte('}') && p.end()
+	}
+	for {
+		if !p.byte('{') || !p.key("group") {
+			return nil, nil, false
+		}
+		g, ok := p.str()
+		if !ok || !p.byte(',') || !p.key("heartbeat") {
+			return nil, nil, false
+		}
+		hb, ok := p.heartbeat()
+		if !ok || !p.byte('}') || len(hbs) == MaxHeartbeatBatch {
+			return nil, nil, false
+		}
+		groups, hbs = append(groups, g), append(hbs, hb)
+		if p.byte(']') {
+			return groups, hbs, p.byte('}') && p.end()
+		}
+		if !p.byte(',') {
+			return nil, nil, false
+		}
+	}
+}
+
+// key reads "k": if it comes next.
+func (p *jsonScanner) key(k string) bool {
+	got, ok := p.str()
+	return ok && got == k && p.byte(':')
 }
 
 // jsonScanner reads the subset of JSON that fastHeartbeat accepts. Each method skips the

@@ -119,3 +119,71 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 		}
 	})
 }
+
+// clientBatch is the body of POST /v1/heartbeats as the Go client writes it.
+func clientBatch(t testing.TB, groups []string, hbs []client.Heartbeat) []byte {
+	type item struct {
+		Group     string           `json:"group"`
+		Heartbeat client.Heartbeat `json:"heartbeat"`
+	}
+	var req struct {
+		Heartbeats []item `json:"heartbeats"`
+	}
+	req.Heartbeats = []item{}
+	for i := range groups {
+		req.Heartbeats = append(req.Heartbeats, item{groups[i], hbs[i]})
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// For every batch the fast reader accepts, encoding/json reads the same groups and heartbeats.
+func FuzzFastBatch(f *testing.F) {
+	f.Add(clientBatch(f, []string{"g", "h"}, []client.Heartbeat{{CID: "c1", Topics: []string{"T"}, Confirms: true},
+		{CID: "c2", Topics: []string{}, Labels: map[string]string{"zone": "a"}, Generations: map[string]int64{"T": 3}}}))
+	for _, s := range []string{
+		`{"heartbeats":[]}`, `{"heartbeats":[{"group":"g","heartbeat":{}}]}`, ` { "heartbeats" : [ { "group" : "g" , "heartbeat" : { "cid" : "c" } } ] } `,
+		`{"heartbeats":[{"heartbeat":{},"group":"g"}]}`, `{"heartbeats":[{"group":"g","heartbeat":{"cid":"c"}}],"x":1}`,
+		`{"heartbeats":[{"group":"g","heartbeat":{"cid":"c"}}]}x`, `{"heartbeats":[{"group":"g","heartbeat":{"cid":"c","cid":"d"}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if checkUTF8(body) != nil {
+			return
+		}
+		groups, hbs, ok := fastBatch(body)
+		if !ok {
+			return
+		}
+		var req heartbeatBatch
+		if err := decodeBody(body, &req); err != nil {
+			t.Fatalf("fast reader accepted %q, encoding/json refuses it: %v", body, err)
+		}
+		if len(req.Heartbeats) != len(groups) || len(hbs) != len(groups) {
+			t.Fatalf("%q: fast reader %d heartbeats, encoding/json %d", body, len(groups), len(req.Heartbeats))
+		}
+		for i, item := range req.Heartbeats {
+			want, err := viaJSON(item.Heartbeat)
+			if err != nil || item.Group != groups[i] || !reflect.DeepEqual(hbs[i], want) {
+				t.Fatalf("%q item %d: fast reader %q %#v, encoding/json %q %#v (%v)", body, i, groups[i], hbs[i], item.Group, want, err)
+			}
+		}
+	})
+}
+
+// The Go client's batches take the fast reader.
+func TestFastBatchTakesClientBodies(t *testing.T) {
+	b := clientBatch(t, []string{"g", "g-2"}, []client.Heartbeat{{CID: "10.0.0.1@7", Topics: []string{"T"}, Confirms: true},
+		{CID: "10.0.0.2@7", Topics: []string{"T", "U"}, InstanceID: "pod-7", Generations: map[string]int64{"T": 12}}})
+	groups, hbs, ok := fastBatch(b)
+	if !ok || len(groups) != 2 || groups[1] != "g-2" || hbs[1].InstanceID != "pod-7" || hbs[1].Generations["T"] != 12 {
+		t.Fatalf("%s: %v %#v %v", b, groups, hbs, ok)
+	}
+	if _, _, ok := fastBatch(clientBatch(t, nil, nil)); !ok {
+		t.Fatal("fell back on an empty batch")
+	}
+}

@@ -64,6 +64,9 @@ type Options struct {
 	NoParking bool
 }
 
+// latencyBuckets are the bounds of the latency histograms: 100 us .. 26 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 4, 10)
+
 // Server is the HTTP API.
 type Server struct {
 	opts     Options
@@ -72,6 +75,9 @@ type Server struct {
 	handler  http.Handler
 	requests *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
+	// heartbeats within batches, and their latency (batch.go)
+	batched        *prometheus.CounterVec
+	batchedSeconds prometheus.Histogram
 
 	drainOnce sync.Once
 	drain     chan struct{}
@@ -101,14 +107,15 @@ func New(opts Options) (*Server, error) {
 		}, []string{"route", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "allocd_http_request_seconds", Help: "HTTP request latency by route (long-polls included).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 us .. 26 s
+			Buckets: latencyBuckets,
 		}, []string{"route"}),
 	}
+	s.batched, s.batchedSeconds = newBatchMetrics()
 	if opts.Metrics != nil {
 		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
 		}, func() float64 { return float64(s.parked.busy.Load()) })
-		for _, c := range []prometheus.Collector{s.requests, s.seconds, parked} {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, s.batchedSeconds, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}
@@ -156,7 +163,8 @@ func (s *Server) routes() http.Handler {
 		{"PUT", "/v1/groups/{group}", s.putGroup},
 		{"GET", "/v1/groups/{group}", s.getGroup},
 		{"DELETE", "/v1/groups/{group}", s.deleteGroup},
-		{"POST", "/v1/groups/{group}/heartbeat", s.heartbeat},
+		{"POST", heartbeatPath, s.heartbeat},
+		{"POST", "/v1/heartbeats", s.heartbeats},
 		{"POST", "/v1/groups/{group}/leave", s.leave},
 		{"GET", "/v1/groups/{group}/assignment", s.assignment},
 		{"POST", "/v1/groups/{group}/preview", s.preview},
@@ -205,7 +213,49 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/", s.wrap("unknown", func(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, msg: "no such endpoint: " + r.URL.Path + " (the API is under /v1)"}
 	}))
-	return mux
+	return &apiHandler{s: s, mux: mux, heartbeat: s.newRouteMetrics("POST " + heartbeatPath)}
+}
+
+const heartbeatPath = "/v1/groups/{group}/heartbeat"
+
+// apiHandler serves the routes. A heartbeat alone, the daemon's most frequent request from
+// clients that do not batch, is served without the mux when its path is plainly one
+// (heartbeatGroup): the mux's path cleaning, routing tree and path values were some 2.5k
+// instructions of an h2c heartbeat's 166k (callgrind; RATIONALE.md, "Why heartbeats sent
+// together share one request"). Every other request, and any heartbeat path the mux might
+// read otherwise (escapes, dot segments, other characters), goes through the mux.
+type apiHandler struct {
+	s         *Server
+	mux       *http.ServeMux
+	heartbeat *routeMetrics
+}
+
+func (h *apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if group, ok := heartbeatGroup(r); ok {
+		h.s.serve(h.heartbeat, w, r, func(w http.ResponseWriter) error { return h.s.heartbeatOf(w, r, group) })
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// heartbeatGroup reports the group of a POST to /v1/groups/{group}/heartbeat whose path is
+// written without escapes and whose group name has only letters, digits, '_' and '-', the
+// requests for which the mux would call the heartbeat route with that group
+// (TestHeartbeatRouteIsTheMux).
+func heartbeatGroup(r *http.Request) (string, bool) {
+	const prefix, suffix = "/v1/groups/", "/heartbeat"
+	p := r.URL.Path
+	if r.Method != http.MethodPost || r.URL.RawPath != "" || len(p) <= len(prefix)+len(suffix) ||
+		p[:len(prefix)] != prefix || p[len(p)-len(suffix):] != suffix {
+		return "", false
+	}
+	group := p[len(prefix) : len(p)-len(suffix)]
+	for i := 0; i < len(group); i++ {
+		if c := group[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return "", false
+		}
+	}
+	return group, true
 }
 
 func joinComma(ss []string) string {
@@ -221,24 +271,55 @@ func joinComma(ss []string) string {
 
 // wrap limits the body, writes a handler's error as JSON, and records metrics and a log line.
 func (s *Server) wrap(pattern string, h func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+	m := s.newRouteMetrics(pattern)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
-		sw := &statusWriter{ResponseWriter: w}
-		if err := h(sw, r); err != nil {
-			s.writeError(sw, r, err)
-		}
-		if sw.hijacked {
-			return // a parked long-poll: counted when it is answered (park.go)
-		}
-		if sw.status == 0 {
-			sw.status = http.StatusOK
-		}
-		s.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Inc()
-		s.seconds.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
-		s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
-			Dur("took", time.Since(start)).Msg("request")
+		s.serve(m, w, r, func(w http.ResponseWriter) error { return h(w, r) })
 	})
+}
+
+// serve runs h for r as wrap describes.
+func (s *Server) serve(m *routeMetrics, w http.ResponseWriter, r *http.Request, h func(w http.ResponseWriter) error) {
+	start := time.Now()
+	r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	sw := &statusWriter{ResponseWriter: w}
+	if err := h(sw); err != nil {
+		s.writeError(sw, r, err)
+	}
+	if sw.hijacked {
+		return // a parked long-poll: counted when it is answered (park.go)
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	took := time.Since(start)
+	m.observe(sw.status, took)
+	s.log.Debug().Str("method", r.Method).Str("path", r.URL.Path).Int("status", sw.status).
+		Dur("took", took).Msg("request")
+}
+
+// routeMetrics are one route's request metrics. The counter of 200 answers and the latency
+// histogram are looked up once, when first used, rather than by their labels on every request.
+type routeMetrics struct {
+	s                   *Server
+	pattern             string
+	okOnce, secondsOnce sync.Once
+	ok                  prometheus.Counter
+	seconds             prometheus.Observer
+}
+
+func (s *Server) newRouteMetrics(pattern string) *routeMetrics {
+	return &routeMetrics{s: s, pattern: pattern}
+}
+
+func (m *routeMetrics) observe(status int, took time.Duration) {
+	m.secondsOnce.Do(func() { m.seconds = m.s.seconds.WithLabelValues(m.pattern) })
+	if status == http.StatusOK {
+		m.okOnce.Do(func() { m.ok = m.s.requests.WithLabelValues(m.pattern, "200") })
+		m.ok.Inc()
+	} else {
+		m.s.requests.WithLabelValues(m.pattern, strconv.Itoa(status)).Inc()
+	}
+	m.seconds.Observe(took.Seconds())
 }
 
 type statusWriter struct {

@@ -808,14 +808,15 @@ func (s *fencedStore) commit(ctx context.Context, g string, offset int, token ui
 }
 
 // killSwitch fails every request once cut, like a process that died; with onlyBeats it fails
-// only heartbeats, like a member partitioned from the daemon's membership but still working.
+// only heartbeats (alone or batched), like a member partitioned from the daemon's membership but
+// still working.
 type killSwitch struct {
 	cut, onlyBeats atomic.Bool
 	rt             http.RoundTripper
 }
 
 func (k *killSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
-	if k.cut.Load() && (!k.onlyBeats.Load() || strings.HasSuffix(r.URL.Path, "/heartbeat")) {
+	if k.cut.Load() && (!k.onlyBeats.Load() || strings.HasSuffix(r.URL.Path, "/heartbeat") || r.URL.Path == "/v1/heartbeats") {
 		return nil, errors.New("killed")
 	}
 	return k.rt.RoundTrip(r)

@@ -224,7 +224,7 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	httpSrv.Protocols = serveProtocols()
+	server.ConfigureHTTP(httpSrv)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	defer httpSrv.Close() // on an early return; the graceful shutdown comes first otherwise
@@ -632,14 +632,4 @@ func withUI(f *serveFlags, log zerolog.Logger, httpSrv *http.Server, api http.Ha
 	}
 	httpSrv.RegisterOnShutdown(view.Close)
 	return ui.Mount(api, view), nil
-}
-
-// serveProtocols are HTTP/1.1 and HTTP/2 without TLS (h2c, prior knowledge): a process running
-// many members can multiplex their long-polls over a few connections instead of holding one
-// each (BENCHMARKS.md, "Fleets four times larger").
-func serveProtocols() *http.Protocols {
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	return p
 }

@@ -1,0 +1,8 @@
+package client
+
+// PendingHeartbeats is the number of heartbeats waiting for a batch.
+func (c *Client) PendingHeartbeats() int {
+	c.batch.mu.Lock()
+	defer c.batch.mu.Unlock()
+	return len(c.batch.pending)
+}
