@@ -11,6 +11,8 @@ package main_test
 // connections, so the default protocol is HTTP/2 without TLS (h2c, which the daemon serves
 // beside HTTP/1.1), each child multiplexing its members' requests over a few connections;
 // -fleet.proto=http1 gives every member a connection of its own (at most ~18,000 in all).
+// -fleet.batch=false sends every heartbeat as a request of its own, as members that each run in a
+// process of their own do; by default a load process's members share requests (client batching).
 
 import (
 	"bufio"
@@ -39,6 +41,7 @@ var (
 	fleetGroups  = flag.Int("fleet.groups", 200, "groups of BenchmarkFleet")
 	fleetProcs   = flag.Int("fleet.procs", 4, "load-generator processes of BenchmarkFleet")
 	fleetProto   = flag.String("fleet.proto", "h2c", "protocol of BenchmarkFleet's members: h2c or http1")
+	fleetBatch   = flag.Bool("fleet.batch", true, "let a load process's members share heartbeat requests (client.WithHeartbeatBatching); false: one request per heartbeat, as members in processes of their own send them")
 	fleetWindow  = flag.Duration("fleet.window", 20*time.Second, "each measuring window of BenchmarkFleet")
 	fleetProfile = flag.String("fleet.profile", "", "write the daemon's CPU profiles of BenchmarkFleet's windows to FILE.hb and FILE.poll (go tool pprof)")
 )
@@ -85,7 +88,7 @@ func BenchmarkFleet(b *testing.B) {
 
 	children := make([]*fleetChild, procs)
 	for i := range children {
-		children[i] = startFleetChild(b, fmt.Sprintf("%s %d %d %d %s", d.url, i*groups/procs, groups/procs, perGroup, *fleetProto))
+		children[i] = startFleetChild(b, fmt.Sprintf("%s %d %d %d %s %t", d.url, i*groups/procs, groups/procs, perGroup, *fleetProto, *fleetBatch))
 	}
 	defer func() {
 		for _, ch := range children {
@@ -244,7 +247,8 @@ func (ch *fleetChild) stop(b *testing.B) int {
 func runFleetChild(spec string) int {
 	var url, proto string
 	var first, groups, perGroup int
-	if _, err := fmt.Sscan(spec, &url, &first, &groups, &perGroup, &proto); err != nil {
+	var batch bool
+	if _, err := fmt.Sscan(spec, &url, &first, &groups, &perGroup, &proto, &batch); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet child:", err)
 		return 2
 	}
@@ -260,7 +264,8 @@ func runFleetChild(spec string) int {
 			t.Protocols.SetUnencryptedHTTP2(true)
 		}
 	}
-	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: hbT}), client.WithTimeout(30*time.Second))
+	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: hbT}), client.WithTimeout(30*time.Second),
+		client.WithHeartbeatBatching(batch))
 	pc := client.New(url, client.WithHTTPClient(&http.Client{Transport: pollT}), client.WithTimeout(30*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
