@@ -53,7 +53,9 @@ type h2cServer struct {
 	url   string
 }
 
-func newH2CServer(b *testing.B, members int) *h2cServer {
+// newBenchServer is a server over a coordinator on a store without fsync, with the native
+// strategies, a clock the benchmark moves and sessions that do not time out.
+func newBenchServer(b *testing.B) (*server.Server, *coordinator.Coordinator, *fakeClock) {
 	b.Helper()
 	st, err := store.Open(b.TempDir(), store.Options{NoSync: true})
 	if err != nil {
@@ -70,6 +72,12 @@ func newH2CServer(b *testing.B, members int) *h2cServer {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s, c, clock
+}
+
+func newH2CServer(b *testing.B, members int) *h2cServer {
+	b.Helper()
+	s, c, clock := newBenchServer(b)
 	var brokers []coordinator.Broker
 	for _, name := range []string{"broker-a", "broker-b", "broker-c", "broker-d"} {
 		brokers = append(brokers, coordinator.Broker{Name: name, ReadQueues: 16, WriteQueues: 16})

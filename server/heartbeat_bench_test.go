@@ -8,12 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/allocd/allocd/coordinator"
-	"github.com/allocd/allocd/internal/nativestrategy"
-	"github.com/allocd/allocd/server"
-	"github.com/allocd/allocd/store"
 )
 
 // BenchmarkHeartbeatHandler is one member's steady heartbeat (nothing changes, the generation
@@ -22,21 +17,7 @@ import (
 //
 //	go test -run '^$' -bench HeartbeatHandler -count 6 ./server/
 func BenchmarkHeartbeatHandler(b *testing.B) {
-	st, err := store.Open(b.TempDir(), store.Options{NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	clock := &fakeClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	reg := prometheus.NewRegistry()
-	c, err := coordinator.New(coordinator.Options{Store: st, Allocator: nativestrategy.Allocator{}, Clock: clock, Metrics: reg, SessionTimeout: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := server.New(server.Options{Coordinator: c, Metrics: reg})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, c, clock := newBenchServer(b)
 	c.PutTopic("T", []coordinator.Broker{{Name: "broker-a", ReadQueues: 16, WriteQueues: 16}, {Name: "broker-b", ReadQueues: 16, WriteQueues: 16}})
 	c.PutGroup("g", coordinator.Binding{Strategy: "averagely"})
 	for i := range 100 {
