@@ -7,21 +7,28 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"time"
 
 	"github.com/rs/zerolog"
 )
 
+// mutexProfileFraction is the mutex profile's sampling while the debug listener is on: one
+// contention event in 100.
+const mutexProfileFraction = 100
+
 // serveDebug serves Go's runtime profiles (net/http/pprof, under /debug/pprof/) on their own
 // listener, apart from the API: an operator can profile a daemon under load
 // (`go tool pprof http://ADDR/debug/pprof/profile?seconds=20`) without exposing the profiles
-// where the API is reachable. It is off unless --debug-listen is set. The returned function stops
-// it.
+// where the API is reachable. It is off unless --debug-listen is set; with it, the mutex
+// profile (/debug/pprof/mutex) samples one contended lock in mutexProfileFraction. The returned
+// function stops it.
 func serveDebug(addr string, log zerolog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--debug-listen %s: %w", addr, err)
 	}
+	runtime.SetMutexProfileFraction(mutexProfileFraction)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -14,7 +14,7 @@ import (
 )
 
 // --debug-listen serves Go's profiles on an address of its own, and only there: the API's
-// address answers 404 for them.
+// address answers 404 for them. The mutex profile is sampling.
 func TestServeDebugListen(t *testing.T) {
 	d := startLoadDaemon(t, "--debug-listen", "127.0.0.1:0")
 	addr := regexp.MustCompile(`"debugAddr":"([^"]+)"`).FindStringSubmatch(d.log.String())
@@ -36,6 +36,10 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	if code, body := get("http://" + addr[1] + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
 		t.Fatalf("debug goroutines: %d %.200q", code, body)
+	}
+	// the mutex profile samples (it records nothing at Go's default fraction of 0)
+	if code, body := get("http://" + addr[1] + "/debug/pprof/mutex?debug=1"); code != 200 || !strings.Contains(body, "sampling period=100\n") {
+		t.Fatalf("debug mutex profile: %d %.200q", code, body)
 	}
 	if code, _ := get(d.url + "/debug/pprof/cmdline"); code != http.StatusNotFound {
 		t.Fatalf("the API address serves profiles: %d", code)
