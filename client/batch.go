@@ -147,12 +147,8 @@ func (c *Client) sendBatch(batch []*batchCall) {
 	case err == nil && resp.StatusCode >= 500:
 		// The daemon cannot serve (no leader, shutting down, failing): each heartbeat would
 		// have had this answer alone.
-		var eb struct {
-			Error string `json:"error"`
-		}
-		json.Unmarshal(data, &eb)
 		for _, call := range batch {
-			call.err = &Error{Method: "POST", Path: call.path(), StatusCode: resp.StatusCode, Message: eb.Error}
+			call.err = answerError("POST", call.path(), resp.StatusCode, data)
 			call.finish()
 		}
 		return

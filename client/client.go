@@ -351,16 +351,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("allocd: %s %s: reading the answer: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		e := &Error{Method: method, Path: path, StatusCode: resp.StatusCode}
-		var eb struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
-			e.Message = eb.Error
-		} else {
-			e.Message = strings.TrimSpace(string(b))
-		}
-		return e
+		return answerError(method, path, resp.StatusCode, b)
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -368,6 +359,21 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return nil
+}
+
+// answerError is the *Error of an answer with status code status and body b: the daemon's
+// {"error": ...} message, or else the body's text.
+func answerError(method, path string, status int, b []byte) *Error {
+	e := &Error{Method: method, Path: path, StatusCode: status}
+	var eb struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
+		e.Message = eb.Error
+	} else {
+		e.Message = strings.TrimSpace(string(b))
+	}
+	return e
 }
 
 // unwrapURLError drops *url.Error's repetition of the method and URL, which the caller's
