@@ -23,7 +23,11 @@ import (
 
 const (
 	maxBatchesInFlight = 4
-	maxBatch           = 256 // heartbeats per request; the daemon takes up to 1,000
+	// maxBatch bounds the heartbeats of one request (the daemon takes up to 1,000). Each waits
+	// for its whole batch, so a batch is kept small: 64 rather than 256 brought a 20,000-member
+	// fleet's p99 at the daemon from 20-100 ms to 5-10 ms (RATIONALE.md, "Why the Go client's
+	// heartbeat batches hold at most 64 heartbeats").
+	maxBatch = 64
 )
 
 // WithHeartbeatBatching turns heartbeat batching on (the default) or off: off, every

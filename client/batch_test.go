@@ -20,14 +20,17 @@ func TestHeartbeatsShareABatch(t *testing.T) {
 	e.setup(64)
 	const members = 100
 	release := make(chan struct{})
-	var batches, heldBeats atomic.Int64
+	var batches, heldBeats, largest atomic.Int64
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/heartbeats" {
 			batches.Add(1)
+			n := int64(len(batchedPaths(r)))
+			for m := largest.Load(); n > m && !largest.CompareAndSwap(m, n); m = largest.Load() {
+			}
 			select {
 			case <-release:
 			default:
-				heldBeats.Add(int64(len(batchedPaths(r))))
+				heldBeats.Add(n)
 				<-release
 			}
 		}
@@ -46,7 +49,7 @@ func TestHeartbeatsShareABatch(t *testing.T) {
 	}
 	// Every heartbeat is in a batch the daemon holds (at most four) or waits for a place.
 	waitFor(t, func() bool { return heldBeats.Load()+int64(c.PendingHeartbeats()) == members })
-	held := batches.Load()
+	held, waited := batches.Load(), int64(c.PendingHeartbeats())
 	close(release)
 	wg.Wait()
 	for i := range members {
@@ -54,8 +57,12 @@ func TestHeartbeatsShareABatch(t *testing.T) {
 			t.Fatalf("member %d: %+v, %v", i, answers[i], errs[i])
 		}
 	}
-	if n := batches.Load(); held < 1 || held > 4 || n > held+1 {
-		t.Errorf("%d heartbeats in %d requests, %d of them held; want at most 4 held, then one for those that waited", members, n, held)
+	if n := largest.Load(); n > client.MaxBatch {
+		t.Errorf("a batch of %d heartbeats, more than %d", n, client.MaxBatch)
+	}
+	// Those that waited go in as few batches as client.MaxBatch allows.
+	if n, after := batches.Load(), (waited+client.MaxBatch-1)/client.MaxBatch; held < 1 || held > 4 || n > held+after {
+		t.Errorf("%d heartbeats in %d requests, %d of them held; want at most 4 held, then %d for the %d that waited (batches of at most %d)", members, n, held, after, waited, client.MaxBatch)
 	}
 	if n := e.count("POST", "/v1/groups/g/heartbeat"); n != members {
 		t.Errorf("the daemon saw %d heartbeats, want %d", n, members)

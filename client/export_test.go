@@ -6,3 +6,6 @@ func (c *Client) PendingHeartbeats() int {
 	defer c.batch.mu.Unlock()
 	return len(c.batch.pending)
 }
+
+// MaxBatch is the most heartbeats one batch request carries.
+const MaxBatch = maxBatch

@@ -33,9 +33,11 @@ type batchedHeartbeat struct {
 	Heartbeat json.RawMessage `json:"heartbeat"`
 }
 
-// batchedLatencyBuckets are latencyBuckets with a bound between each two: 100 us .. 26 s, each
-// twice the one before, so that a 10 ms goal can be told from 25 ms.
-var batchedLatencyBuckets = prometheus.ExponentialBuckets(0.0001, 2, 19)
+// batchedLatencyBuckets run 1, 2, 5 per decade, 100 us .. 20 s: a bound at 10 ms, the fleet's
+// p99 goal, and no two bounds more than 2.5 apart.
+var batchedLatencyBuckets = []float64{
+	0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20,
+}
 
 func newBatchMetrics() (*prometheus.CounterVec, prometheus.Histogram) {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
