@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/allocd/allocd/coordinator"
 	"github.com/allocd/allocd/internal/nativestrategy"
@@ -81,8 +84,13 @@ func TestHeartbeatBatchAnswersAsAlone(t *testing.T) {
 	mfs, _ := e.reg.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() == "allocd_http_batched_heartbeat_seconds" {
-			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n != uint64(len(items)) {
+			h := mf.GetMetric()[0].GetHistogram()
+			if n := h.GetSampleCount(); n != uint64(len(items)) {
 				t.Errorf("allocd_http_batched_heartbeat_seconds counted %d heartbeats, want %d", n, len(items))
+			}
+			// A bound at 10 ms, the fleet's p99 goal, read by BenchmarkFleet.
+			if !slices.ContainsFunc(h.GetBucket(), func(b *dto.Bucket) bool { return b.GetUpperBound() == 0.01 }) {
+				t.Errorf("allocd_http_batched_heartbeat_seconds has no bucket bound at 10 ms")
 			}
 		}
 	}
