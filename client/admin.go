@@ -158,8 +158,14 @@ func (c *Client) Leave(ctx context.Context, group, cid string) (bool, error) {
 // PollAssignment long-polls a member's assignment of topic (every topic it subscribes to if
 // topic is ""): it answers at once if the generation is newer than after, otherwise when it
 // changes or wait ends (the daemon caps wait; 0 answers at once). IsNotFound(err) when the
-// member is unknown: it must heartbeat first.
+// member is unknown: it must heartbeat first. Long-polls that wait share requests with the
+// Client's other long-polls (pollbatch.go, WithPollBatching).
 func (c *Client) PollAssignment(ctx context.Context, group, cid, topic string, after int64, wait time.Duration) (MemberAssignment, error) {
+	if wait > 0 && !c.polls.off.Load() && c.baseErr == nil {
+		if a, alone, err := c.batchPoll(ctx, group, cid, topic, after, wait); !alone {
+			return a, err
+		}
+	}
 	q := url.Values{"cid": {cid}, "after": {strconv.FormatInt(max(after, 0), 10)}, "wait": {wait.String()}}
 	if topic != "" {
 		q.Set("topic", topic)

@@ -39,7 +39,8 @@ type Client struct {
 	http     *http.Client
 	timeout  time.Duration
 	agent    string
-	batch    batcher // heartbeats sent together (batch.go)
+	batch    batcher     // heartbeats sent together (batch.go)
+	polls    pollBatcher // long-polls sent together (pollbatch.go)
 }
 
 // Option configures a Client.

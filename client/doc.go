@@ -33,7 +33,11 @@
 // The consumers of one Client that heartbeat at the same moment share a request (POST
 // /v1/heartbeats), each answered as alone; a process running thousands of members so costs the
 // daemon a fraction of a request per heartbeat. WithHeartbeatBatching(false) sends each alone,
-// as the client does by itself against a daemon without the endpoint.
+// as the client does by itself against a daemon without the endpoint. Their long-polls share
+// requests too (POST /v1/assignments, up to 64 polls each), answered when one of them is: the
+// others go again with what is left of their waits, so each poll answers as alone, and the
+// daemon holds one HTTP/2 stream for many instead of one each. WithPollBatching(false) holds
+// each alone.
 //
 // # Producers
 //

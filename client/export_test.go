@@ -9,3 +9,6 @@ func (c *Client) PendingHeartbeats() int {
 
 // MaxBatch is the most heartbeats one batch request carries.
 const MaxBatch = maxBatch
+
+// MaxPollBatch is the most long-polls one batch request carries.
+const MaxPollBatch = maxPollBatch

@@ -115,12 +115,18 @@ func TestHeartbeatBatchRefusals(t *testing.T) {
 
 func batchedCount(t *testing.T, e *env, code string) float64 {
 	t.Helper()
+	return counter(t, e, "allocd_http_batched_heartbeats_total", code)
+}
+
+// counter is the value of the counter name{code=code} (0 when not counted yet).
+func counter(t *testing.T, e *env, name, code string) float64 {
+	t.Helper()
 	mfs, err := e.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "allocd_http_batched_heartbeats_total" {
+		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
 				if m.GetLabel()[0].GetValue() == code {
 					return m.GetCounter().GetValue()

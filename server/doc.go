@@ -18,6 +18,10 @@
 //	                                           {"answers":[{"status":200,"answer":{...}},{"status":404,"error":"..."}]}
 //	POST   /v1/groups/{group}/leave           {"cid":"..."}
 //	GET    /v1/groups/{group}/assignment?cid=C[&topic=T][&after=N][&wait=30s]   long-poll
+//	POST   /v1/assignments                    {"polls":[{"group":"g","cid":"c","topics":["T"],"after":2,"wait":"30s"},...]}:
+//	                                           up to 1,000 long-polls of any groups in one request, answered when one
+//	                                           of them would be: {"answers":[{"status":200,"answer":{...}},
+//	                                           {"status":304},...]}, 304 for a poll still waiting (send it again)
 //	POST   /v1/groups/{group}/preview         a binding; the assignment it would give, and the diff
 //	GET    /v1/plugins, /v1/plugins/{name}    the plugin registry's status
 //	GET    /v1/plugins/{name}/module[?after=HASH][&wait=30s]   the version in force's bytes

@@ -116,3 +116,40 @@ func FuzzPollQuery(f *testing.F) {
 		}
 	})
 }
+
+func FuzzPollBatchRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"polls":[{"group":"g","cid":"c","topics":["T"],"after":2,"wait":"30s"}]}`,
+		`{"polls":[{"group":"g","cid":"c"},{"group":"h","cid":"d","after":0}]}`,
+		`{"polls":[{"group":"g","cid":"c","after":-1}]}`,
+		`{"polls":[{"group":"g","cid":"c","wait":"99999999999999999999"}]}`,
+		`{"polls":[{"group":"a b","cid":"c","topics":[""]}]}`,
+		`{"polls":[{"group":"g","cid":"c","after":1e30}]}`,
+		`{"polls":[{"group":"g","cid":"c","extra":1}]}`,
+		`{"polls":null}`,
+		`{"polls":[]}`,
+		`[`,
+	} {
+		f.Add([]byte(s))
+	}
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		polls, err := decodePollBatch(data, start, 30*time.Second, time.Minute)
+		if err != nil {
+			checkClean(t, err)
+			return
+		}
+		if len(polls) > MaxPollBatch {
+			t.Fatalf("accepted %d polls", len(polls))
+		}
+		for _, p := range polls {
+			if p.err != nil {
+				checkClean(t, p.err)
+				continue
+			}
+			if p.q.wait < 0 || p.q.wait > time.Minute || p.q.after < -1 || p.q.cid == "" || p.group == "" || !p.deadline.Equal(start.Add(p.q.wait)) {
+				t.Fatalf("accepted poll %+v", p)
+			}
+		}
+	})
+}

@@ -78,6 +78,7 @@ type Server struct {
 	// heartbeats within batches, and their latency (batch.go)
 	batched        *prometheus.CounterVec
 	batchedSeconds prometheus.Histogram
+	batchedPolls   *prometheus.CounterVec
 
 	drainOnce sync.Once
 	drain     chan struct{}
@@ -111,11 +112,12 @@ func New(opts Options) (*Server, error) {
 		}, []string{"route"}),
 	}
 	s.batched, s.batchedSeconds = newBatchMetrics()
+	s.batchedPolls = newPollBatchMetric()
 	if opts.Metrics != nil {
 		parked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "allocd_http_parked_polls", Help: "HTTP/1.1 assignment long-polls waiting in their group's waiter, or being answered.",
 		}, func() float64 { return float64(s.parked.busy.Load()) })
-		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, s.batchedSeconds, parked} {
+		for _, c := range []prometheus.Collector{s.requests, s.seconds, s.batched, s.batchedSeconds, s.batchedPolls, parked} {
 			if err := opts.Metrics.Register(c); err != nil {
 				return nil, err
 			}
@@ -167,6 +169,7 @@ func (s *Server) routes() http.Handler {
 		{"POST", "/v1/heartbeats", s.heartbeats},
 		{"POST", "/v1/groups/{group}/leave", s.leave},
 		{"GET", "/v1/groups/{group}/assignment", s.assignment},
+		{"POST", "/v1/assignments", s.assignments},
 		{"POST", "/v1/groups/{group}/preview", s.preview},
 		{"GET", "/v1/groups/{group}/history", s.history},
 		{"GET", "/v1/groups/{group}/explain", s.explain},

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -83,6 +84,10 @@ func TestClientAgainstServe(t *testing.T) {
 		t.Fatalf("the leave took %v to reach the other consumer", took)
 	}
 	t.Logf("leave -> the other consumer has every queue: %v (debounce 50ms)", took)
+	// The consumers of one client long-poll in shared requests, and that is how the change came.
+	if _, m := d.raw("GET", "/metrics", ""); !regexp.MustCompile(`(?m)^allocd_http_batched_polls_total\{code="200"\} [1-9]`).Match(m) {
+		t.Errorf("no long-poll was answered in a batch: /metrics has %q", regexp.MustCompile(`(?m)^allocd_http_batched_polls.*$`).FindAll(m, -1))
+	}
 
 	// Producers: 11 writable queues (broker-a 0..7, broker-b 0..2); ForKey agrees with the daemon.
 	p := c.NewProducer("P", client.ProducerOptions{})

@@ -13,6 +13,8 @@ package main_test
 // -fleet.proto=http1 gives every member a connection of its own (at most ~18,000 in all).
 // -fleet.batch=false sends every heartbeat as a request of its own, as members that each run in a
 // process of their own do; by default a load process's members share requests (client batching).
+// -fleet.pollbatch=false holds every long-poll as a request of its own; by default a load
+// process's long-polls share requests of up to 64 (client.WithPollBatching).
 
 import (
 	"bufio"
@@ -42,12 +44,13 @@ var (
 	fleetProcs   = flag.Int("fleet.procs", 4, "load-generator processes of BenchmarkFleet")
 	fleetProto   = flag.String("fleet.proto", "h2c", "protocol of BenchmarkFleet's members: h2c or http1")
 	fleetBatch   = flag.Bool("fleet.batch", true, "let a load process's members share heartbeat requests (client.WithHeartbeatBatching); false: one request per heartbeat, as members in processes of their own send them")
+	fleetPolls   = flag.Bool("fleet.pollbatch", true, "let a load process's members share long-poll requests (client.WithPollBatching); false: one held request per long-poll")
 	fleetWindow  = flag.Duration("fleet.window", 20*time.Second, "each measuring window of BenchmarkFleet")
 	fleetProfile = flag.String("fleet.profile", "", "write the daemon's CPU profiles of BenchmarkFleet's windows to FILE.hb and FILE.poll (go tool pprof)")
 )
 
 // fleetChildEnv, when set, makes the test binary a load-generator child (TestMain): its value
-// is "URL GROUP-FIRST GROUPS PER-GROUP PROTO".
+// is "URL GROUP-FIRST GROUPS PER-GROUP PROTO BATCH POLLBATCH".
 const fleetChildEnv = "ALLOCD_FLEET_CHILD"
 
 var inf = math.Inf(1)
@@ -88,7 +91,7 @@ func BenchmarkFleet(b *testing.B) {
 
 	children := make([]*fleetChild, procs)
 	for i := range children {
-		children[i] = startFleetChild(b, fmt.Sprintf("%s %d %d %d %s %t", d.url, i*groups/procs, groups/procs, perGroup, *fleetProto, *fleetBatch))
+		children[i] = startFleetChild(b, fmt.Sprintf("%s %d %d %d %s %t %t", d.url, i*groups/procs, groups/procs, perGroup, *fleetProto, *fleetBatch, *fleetPolls))
 	}
 	defer func() {
 		for _, ch := range children {
@@ -247,8 +250,8 @@ func (ch *fleetChild) stop(b *testing.B) int {
 func runFleetChild(spec string) int {
 	var url, proto string
 	var first, groups, perGroup int
-	var batch bool
-	if _, err := fmt.Sscan(spec, &url, &first, &groups, &perGroup, &proto, &batch); err != nil {
+	var batch, pollBatch bool
+	if _, err := fmt.Sscan(spec, &url, &first, &groups, &perGroup, &proto, &batch, &pollBatch); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet child:", err)
 		return 2
 	}
@@ -266,7 +269,8 @@ func runFleetChild(spec string) int {
 	}
 	c := client.New(url, client.WithHTTPClient(&http.Client{Transport: hbT}), client.WithTimeout(30*time.Second),
 		client.WithHeartbeatBatching(batch))
-	pc := client.New(url, client.WithHTTPClient(&http.Client{Transport: pollT}), client.WithTimeout(30*time.Second))
+	pc := client.New(url, client.WithHTTPClient(&http.Client{Transport: pollT}), client.WithTimeout(30*time.Second),
+		client.WithPollBatching(pollBatch))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
