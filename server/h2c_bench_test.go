@@ -232,8 +232,15 @@ func BenchmarkH2CFloor(b *testing.B) {
 // BenchmarkHeldPollsH2C is BenchmarkHeldPolls over h2c: 2,000 members each hold a long-poll,
 // multiplexed by the Go client over as few connections as the server's stream limit allows,
 // and the server's heap and goroutine stacks in use grow by bytes/poll (stack-bytes/poll of
-// them stacks).
+// them stacks). alone: each poll is a request (a stream) of its own; batched: the client's
+// polls share requests (POST /v1/assignments), as it sends them by default.
 func BenchmarkHeldPollsH2C(b *testing.B) {
+	for _, batched := range []bool{false, true} {
+		b.Run(map[bool]string{false: "alone", true: "batched"}[batched], func(b *testing.B) { heldPollsH2C(b, batched) })
+	}
+}
+
+func heldPollsH2C(b *testing.B, batched bool) {
 	const n = 2000
 	h := newH2CServer(b, n)
 	var perPoll, stackPerPoll float64
@@ -249,7 +256,7 @@ func BenchmarkHeldPollsH2C(b *testing.B) {
 		}
 		after := a.Generations["T"]
 		before, beforeStack := inUse(), stackInUse()
-		lines := runH2CChild(b, fmt.Sprintf("poll %s %d %d", h.url, n, after), func() {
+		lines := runH2CChild(b, fmt.Sprintf("poll %s %d %d %t", h.url, n, after, batched), func() {
 			deadline := time.Now().Add(time.Minute)
 			for h.s.Waiting() < n {
 				if time.Now().After(deadline) {
@@ -285,11 +292,11 @@ func stackInUse() int64 {
 
 // runH2CClient is the child's main: "hb URL N P" sends N heartbeats from P goroutines, member
 // after member; "poll URL N AFTER" holds one long-poll for each of N members and waits for
-// their answers. It prints "done" last.
+// their answers, sharing requests if BATCHED ("poll URL N AFTER BATCHED"). It prints "done" last.
 func runH2CClient(spec string) int {
 	f := strings.Fields(spec)
 	var n, p int
-	if len(f) != 4 {
+	if len(f) != 4 && !(len(f) == 5 && f[0] == "poll") {
 		fmt.Fprintln(os.Stderr, "h2c client: bad spec", spec)
 		return 2
 	}
@@ -299,7 +306,8 @@ func runH2CClient(spec string) int {
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 0, 128
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
-	c := client.New(f[1], client.WithHTTPClient(&http.Client{Transport: t}), client.WithTimeout(time.Minute))
+	c := client.New(f[1], client.WithHTTPClient(&http.Client{Transport: t}), client.WithTimeout(time.Minute),
+		client.WithPollBatching(len(f) == 5 && f[4] == "true"))
 	ctx := context.Background()
 	if f := os.Getenv("H2C_CLIENT_PROFILE"); f != "" { // the client's CPU profile
 		out, err := os.Create(f)

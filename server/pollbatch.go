@@ -173,9 +173,10 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request) error {
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf((<-chan struct{})(s.drain))},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.c.Done())},
 			reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Context().Done())})
-		s.waiting.Add(1)
+		held := int64(len(polls)) // every poll waits, or the batch would have answered
+		s.waiting.Add(held)
 		chosen, _, _ := reflect.Select(cases)
-		s.waiting.Add(-1)
+		s.waiting.Add(-held)
 		switch chosen - changes {
 		case 0: // a deadline: the next round answers that poll
 		case 1, 2:

@@ -82,7 +82,7 @@ type Server struct {
 
 	drainOnce sync.Once
 	drain     chan struct{}
-	waiting   atomic.Int64 // long-polls blocked on a change, for tests
+	waiting   atomic.Int64 // long-polls blocked on a change (each of a batch), for tests
 	parked    parking      // HTTP/1.1 long-polls taken over from net/http (park.go)
 }
 

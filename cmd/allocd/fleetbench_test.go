@@ -15,6 +15,11 @@ package main_test
 // process of their own do; by default a load process's members share requests (client batching).
 // -fleet.pollbatch=false holds every long-poll as a request of its own; by default a load
 // process's long-polls share requests of up to 64 (client.WithPollBatching).
+//
+// The load processes run at nice 19 (-fleet.nice): on a machine of two cores they would
+// otherwise take the daemon's CPU in time slices of several milliseconds, and the daemon's
+// heartbeat p99 measured their scheduling rather than the daemon (BENCHMARKS.md, "The load
+// generator at nice 19").
 
 import (
 	"bufio"
@@ -45,6 +50,7 @@ var (
 	fleetProto   = flag.String("fleet.proto", "h2c", "protocol of BenchmarkFleet's members: h2c or http1")
 	fleetBatch   = flag.Bool("fleet.batch", true, "let a load process's members share heartbeat requests (client.WithHeartbeatBatching); false: one request per heartbeat, as members in processes of their own send them")
 	fleetPolls   = flag.Bool("fleet.pollbatch", true, "let a load process's members share long-poll requests (client.WithPollBatching); false: one held request per long-poll")
+	fleetNice    = flag.Int("fleet.nice", 19, "run the load processes at this niceness (nice -n): they share the daemon's cores, and at 0 the daemon's heartbeat tail is their time slices")
 	fleetWindow  = flag.Duration("fleet.window", 20*time.Second, "each measuring window of BenchmarkFleet")
 	fleetProfile = flag.String("fleet.profile", "", "write the daemon's CPU profiles of BenchmarkFleet's windows to FILE.hb and FILE.poll (go tool pprof)")
 )
@@ -180,6 +186,9 @@ func startFleetChild(b *testing.B, spec string) *fleetChild {
 	b.Helper()
 	ch := &fleetChild{lines: make(chan string, 16)}
 	ch.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	if *fleetNice != 0 {
+		ch.cmd = exec.Command("nice", "-n", strconv.Itoa(*fleetNice), os.Args[0], "-test.run=^$")
+	}
 	ch.cmd.Env = append(os.Environ(), fleetChildEnv+"="+spec)
 	ch.cmd.Stderr = os.Stderr
 	var err error
