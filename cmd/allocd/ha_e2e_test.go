@@ -41,7 +41,11 @@ type haNode struct {
 	d          *daemon
 }
 
-func (n *haNode) url() string { return "http://" + n.addr }
+func (n *haNode) url() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return "http://" + n.addr
+}
 
 func (n *haNode) daemon() *daemon {
 	n.mu.Lock()
@@ -53,13 +57,16 @@ func (n *haNode) daemon() *daemon {
 func newHACluster(t *testing.T, n int) *haCluster {
 	hc := &haCluster{t: t, etcd: etcdtest.Start(t), prefix: "/allocd-test/", plugins: wasmbuild.BuiltinPlugins(t)}
 	for range n {
-		hc.nodes = append(hc.nodes, &haNode{addr: freeAddr(t), data: t.TempDir()})
+		hc.nodes = append(hc.nodes, &haNode{data: t.TempDir()})
 	}
 	var wg sync.WaitGroup
 	for i := range hc.nodes {
 		wg.Go(func() { hc.start(i) })
 	}
 	wg.Wait()
+	if t.Failed() { // a replica did not start (its goroutine's Fatal ends only that goroutine)
+		t.FailNow()
+	}
 	hc.waitLeader(-1, 90*time.Second) // each replica compiles its plugins first: seconds under -race and load
 	for i := range hc.nodes {
 		eventually(t, time.Minute, fmt.Sprintf("replica %d has loaded its plugins and knows the leader", i), func() bool {
@@ -70,14 +77,23 @@ func newHACluster(t *testing.T, n int) *haCluster {
 	return hc
 }
 
-// start runs replica i (again), and returns once it listens.
+// start runs replica i (again), and returns once it listens: the first time on a port the
+// kernel picks as it binds (a port picked free beforehand can be taken by then), again on the
+// same address.
 func (hc *haCluster) start(i int) {
 	n := hc.nodes[i]
-	d := launchDaemon(hc.t, n.data, hc.plugins, "--listen", n.addr,
+	n.mu.Lock()
+	addr := n.addr
+	n.mu.Unlock()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	d := launchDaemon(hc.t, n.data, hc.plugins, "--listen", addr,
 		"--etcd", strings.Join(hc.etcd.Endpoints(), ","), "--etcd-prefix", hc.prefix,
 		"--etcd-session-ttl", haTTL.String(), "--etcd-timeout", "2s")
 	n.mu.Lock()
 	n.d = d
+	n.addr = strings.TrimPrefix(d.url, "http://")
 	n.mu.Unlock()
 }
 
