@@ -269,6 +269,32 @@ func BenchmarkPeers(b *testing.B) {
 					}
 				}
 			})
+			// wasm-owners-shared: the owner-form call that allocates nothing for its answer
+			// (Plugin.AllocateOwnersFunc: the owners read in place, here copied into the caller's
+			// own table, as a caller keeping each group's owners would).
+			b.Run("wasm-owners-shared", func(b *testing.B) {
+				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close(ctx)
+				frozen := *req
+				frozen.QueuesFrozen = true
+				table := make([]int32, len(req.Queues))
+				keep := func(r *abi.Response) error {
+					if len(r.Owners) != len(table) {
+						return fmt.Errorf("%d owners for %d queues", len(r.Owners), len(table))
+					}
+					copy(table, r.Owners)
+					return nil
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := p.AllocateOwnersFunc(ctx, &frozen, keep); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 			// A rebalance as the daemon asks for one: the group's inputs changed since the last
 			// call (the daemon never calls a plugin twice on the same inputs), here a 65th
 			// consumer joining and leaving by turns. For hash this is the figure that counts:
