@@ -187,6 +187,49 @@ func TestBatchedPollsWaitForTheirOwnChange(t *testing.T) {
 	}
 }
 
+// A poll sent again after another poll of its request was answered keeps what was left of its
+// own wait: it answers when that wait ends, not a whole wait after the other's answer.
+func TestBatchedPollKeepsItsWait(t *testing.T) {
+	e := newEnv(t)
+	e.setup(4)
+	ctx := context.Background()
+	if _, err := e.c.PutGroup(ctx, "h", client.Binding{Strategy: "averagely"}); err != nil {
+		t.Fatal(err)
+	}
+	genG, genH := join(t, e.c, "g", 1), join(t, e.c, "h", 1)
+	gate := newPollGate(t, e)
+	c := client.New(gate.URL)
+	const wait = time.Second
+	start := time.Now()
+	short := make(chan pollResult, 1)
+	go func() {
+		a, err := c.PollAssignment(ctx, "g", "c000", "T", genG, wait)
+		short <- pollResult{a, err}
+	}()
+	h := pollAll(c, "h", 1, genH, 30*time.Second)
+	waitFor(t, func() bool { return gate.held.Load() == 2 })
+	// The other poll is answered half-way through this one's wait (the daemon's waits are real time).
+	time.Sleep(wait / 2)
+	if _, err := e.c.Heartbeat(ctx, "h", client.Heartbeat{CID: "new", Topics: []string{"T"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, h[0]); r.err != nil || r.a.Generations["T"] <= genH {
+		t.Fatalf("h's member: %+v, %v", r.a, r.err)
+	}
+	r := result(t, short)
+	took := time.Since(start)
+	if r.err != nil || r.a.Generations["T"] != genG {
+		t.Fatalf("g's member: %+v, %v", r.a, r.err)
+	}
+	// A whole wait again after h's answer would be 1.5 s or more.
+	if took < wait || took > wait+wait/3 {
+		t.Errorf("g's poll answered after %v, want its wait (%v)", took, wait)
+	}
+	if n := gate.requests.Load(); n < 2 {
+		t.Errorf("%d requests: the poll was not sent again after h's answer", n)
+	}
+}
+
 func mustPoll(t *testing.T, c *client.Client, group string) (int64, client.MemberAssignment) {
 	t.Helper()
 	a, err := c.PollAssignment(context.Background(), group, "c000", "T", 0, 0)
