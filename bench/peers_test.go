@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/internal/nativestrategy"
 	"github.com/allocd/allocd/plugins/hash"
+	"github.com/allocd/allocd/strategy"
 )
 
 // peerStrategies pairs allocd's built-in plugins with rocketmq-client-go's strategies of the same
@@ -291,6 +293,33 @@ func BenchmarkPeers(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if err := p.AllocateOwnersFunc(ctx, &frozen, keep); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			// embed-assign: the embedding API's whole-group call (strategy.Assign) on the group as
+			// a client holds it (mqAll and cidAll, sorted), the plugin loaded from its file.
+			b.Run("embed-assign", func(b *testing.B) {
+				dir := b.TempDir()
+				file := filepath.Join(dir, s.name+".wasm")
+				if err := os.WriteFile(file, buildGuest(b, "plugins/"+s.name+"/wasm", false), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				st, err := strategy.Open(ctx, strategy.Config{File: file, CacheDir: filepath.Join(dir, "cache")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer st.Close()
+				g := &strategy.Group{Name: req.Group, Config: req.Config}
+				for _, mq := range mqAll {
+					g.Queues = append(g.Queues, strategy.Queue{Topic: mq.Topic, BrokerName: mq.BrokerName, QueueID: int32(mq.QueueId)})
+				}
+				for _, cid := range cidAll {
+					g.Consumers = append(g.Consumers, strategy.Consumer{ID: cid})
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := st.Assign(ctx, g); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +196,89 @@ func TestAssignKeepsTheCallersOrder(t *testing.T) {
 			t.Errorf("%s owns %v in the reversed group, %v in the sorted one", c.ID, gotIDs, wantIDs)
 		}
 	}
+}
+
+// A group asked about again with the same queues reuses the last canonical list; one whose
+// queues changed in place, in the same slice, is asked about with its new queues.
+func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hash.wasm")
+	install(t, path, plugin(t, "hash"))
+	s, _ := open(t, strategy.Config{File: path})
+	ctx := context.Background()
+	alone := func(g *strategy.Group) [][]int { // from a Strategy that never saw a group
+		t.Helper()
+		fresh, _ := open(t, strategy.Config{File: path})
+		c := &strategy.Group{Name: g.Name, Queues: slices.Clone(g.Queues), Consumers: slices.Clone(g.Consumers)}
+		a, err := fresh.Assign(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Owned
+	}
+	g := group(64, 4)
+	first, err := s.Assign(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Assign(ctx, g)
+	if err != nil || !equal(again.Owned, first.Owned) || !equal(first.Owned, alone(g)) {
+		t.Fatalf("the same group twice: %v then %v (%v)", first.Owned, again.Owned, err)
+	}
+	// The upper half moves to another broker, in place: still in canonical order.
+	for i := 32; i < 64; i++ {
+		g.Queues[i].BrokerName = "broker-b"
+	}
+	moved, err := s.Assign(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := alone(g); !equal(moved.Owned, want) || equal(moved.Owned, first.Owned) {
+		t.Fatalf("queues changed in place: %v, want %v (before the change %v)", moved.Owned, want, first.Owned)
+	}
+	// With labels, the list is built afresh (TestSameQueues holds the comparison to them).
+	g.Queues[0].Labels = map[string]string{"zone": "a"}
+	labelled, err := s.Assign(ctx, g)
+	if err != nil || !equal(labelled.Owned, alone(g)) {
+		t.Fatalf("with labels: %v, %v", labelled.Owned, err)
+	}
+}
+
+// Calls in parallel on groups of different queues each get their own group's answer.
+func TestAssignInParallelOnOtherQueues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hash.wasm")
+	install(t, path, plugin(t, "hash"))
+	s, _ := open(t, strategy.Config{File: path})
+	ctx := context.Background()
+	groups := []*strategy.Group{group(64, 4), group(64, 4), group(48, 4)}
+	for i := range groups[1].Queues {
+		groups[1].Queues[i].BrokerName = "broker-b"
+	}
+	want := make([][][]int, len(groups))
+	for i, g := range groups {
+		fresh, _ := open(t, strategy.Config{File: path})
+		a, err := fresh.Assign(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = a.Owned
+	}
+	if equal(want[0], want[1]) {
+		t.Fatal("the test's groups give the same answer")
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for k := range 30 {
+				i := (w + k) % len(groups)
+				a, err := s.Assign(ctx, groups[i])
+				if err != nil || !equal(a.Owned, want[i]) {
+					t.Errorf("group %d: %v, %v; want %v", i, a, err, want[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestOpenErrors(t *testing.T) {
