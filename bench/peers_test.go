@@ -257,16 +257,10 @@ func BenchmarkPeers(b *testing.B) {
 			// (Plugin.AllocateOwners: no per-consumer lists) and keeps its queues (QueuesFrozen:
 			// the encoder knows them by address), as the rocketmq adapter's cache miss does.
 			b.Run("wasm-owners", func(b *testing.B) {
-				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close(ctx)
-				frozen := *req
-				frozen.QueuesFrozen = true
+				p, frozen := loadFrozen(b, rt, s.name, req)
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := p.AllocateOwners(ctx, &frozen); err != nil {
+					if _, err := p.AllocateOwners(ctx, frozen); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -275,13 +269,7 @@ func BenchmarkPeers(b *testing.B) {
 			// (Plugin.AllocateOwnersFunc: the owners read in place, here copied into the caller's
 			// own table, as a caller keeping each group's owners would).
 			b.Run("wasm-owners-shared", func(b *testing.B) {
-				p, err := rt.Load(ctx, s.name, buildGuest(b, "plugins/"+s.name+"/wasm", false))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close(ctx)
-				frozen := *req
-				frozen.QueuesFrozen = true
+				p, frozen := loadFrozen(b, rt, s.name, req)
 				table := make([]int32, len(req.Queues))
 				keep := func(r *abi.Response) error {
 					if len(r.Owners) != len(table) {
@@ -292,7 +280,7 @@ func BenchmarkPeers(b *testing.B) {
 				}
 				b.ReportAllocs()
 				for b.Loop() {
-					if err := p.AllocateOwnersFunc(ctx, &frozen, keep); err != nil {
+					if err := p.AllocateOwnersFunc(ctx, frozen, keep); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -342,6 +330,20 @@ func BenchmarkPeers(b *testing.B) {
 			b.Run("wasm-cold", func(b *testing.B) { allocateByTurns(b, rt, s.name, req, otherGroup(req)) })
 		})
 	}
+}
+
+// loadFrozen loads the built-in plugin name, closed when b ends, and returns it with req's
+// copy that promises its queues never change (QueuesFrozen), as a caller keeping them does.
+func loadFrozen(b *testing.B, rt *host.Runtime, name string, req *abi.Request) (*host.Plugin, *abi.Request) {
+	ctx := context.Background()
+	p, err := rt.Load(ctx, name, buildGuest(b, "plugins/"+name+"/wasm", false))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close(ctx) })
+	frozen := *req
+	frozen.QueuesFrozen = true
+	return p, &frozen
 }
 
 // allocateByTurns loads the built-in plugin name and times Plugin.Allocate on reqs by turns.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Heartbeat batching. The heartbeats that a Client's members send at the same moment travel
@@ -106,12 +107,72 @@ type batchItem struct {
 	Heartbeat Heartbeat `json:"heartbeat"`
 }
 
-type batchAnswer struct {
-	Answers []struct {
-		Status int               `json:"status"`
-		Answer *MemberAssignment `json:"answer"`
-		Error  string            `json:"error"`
-	} `json:"answers"`
+// batchResult is one item's answer within a batch: what its own request would have answered.
+type batchResult struct {
+	Status int               `json:"status"`
+	Answer *MemberAssignment `json:"answer"`
+	Error  string            `json:"error"`
+}
+
+// result is the item's assignment, or its error as its own request at method and path would
+// have had it; alone: an answer the client does not read, so the item goes on its own.
+func (r batchResult) result(method, path string) (a MemberAssignment, err error, alone bool) {
+	switch {
+	case r.Status == http.StatusOK && r.Answer != nil:
+		return *r.Answer, nil, false
+	case r.Status >= 300:
+		return a, &Error{Method: method, Path: path, StatusCode: r.Status, Message: r.Error}, false
+	}
+	return a, nil, true
+}
+
+// batchReply is what a batch request came to: the items' answers, in order; or no answer (err)
+// or a 5xx (status, body), which each item would have had alone; or notFound, a daemon without
+// the endpoint; or refused, a batch the daemon or the client could not take, whose items go alone.
+type batchReply struct {
+	answers         []batchResult
+	err             error
+	status          int
+	body            []byte
+	notFound, alone bool
+}
+
+// itemErr is the error of an item whose batch got no answers: its own request's, at method and
+// path, as the batch's was.
+func (r *batchReply) itemErr(method, path string) error {
+	if r.err != nil {
+		return r.err
+	}
+	return answerError(method, path, r.status, r.body)
+}
+
+// postBatch sends req, a batch of n items, to path and reads its reply.
+func (c *Client) postBatch(ctx context.Context, path string, req any, n int, timeout time.Duration) batchReply {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return batchReply{alone: true}
+	}
+	header := http.Header{"Accept": {"application/json"}, "Content-Type": {"application/json"}}
+	resp, err := c.send(ctx, "POST", path, nil, body, header, timeout)
+	if err != nil {
+		return batchReply{err: err}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	var ans struct {
+		Answers []batchResult `json:"answers"`
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return batchReply{notFound: true, alone: true}
+	case err == nil && resp.StatusCode >= 500:
+		// The daemon cannot serve (no leader, shutting down, failing): each item would have
+		// had this answer alone.
+		return batchReply{status: resp.StatusCode, body: data}
+	case err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &ans) != nil || len(ans.Answers) != n:
+		return batchReply{alone: true}
+	}
+	return batchReply{answers: ans.Answers}
 }
 
 // sendBatch sends one batch and finishes each of its calls.
@@ -120,54 +181,18 @@ func (c *Client) sendBatch(batch []*batchCall) {
 	for i, call := range batch {
 		req.Heartbeats[i] = batchItem{call.group, call.hb}
 	}
-	alone := func() {
-		for _, call := range batch {
-			call.alone = true
-			call.finish()
-		}
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		alone()
-		return
-	}
-	header := http.Header{"Accept": {"application/json"}, "Content-Type": {"application/json"}}
-	resp, err := c.send(context.Background(), "POST", "/v1/heartbeats", nil, body, header, c.timeout)
-	if err != nil {
-		for _, call := range batch {
-			call.err = err
-			call.finish()
-		}
-		return
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	var ans batchAnswer
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	r := c.postBatch(context.Background(), "/v1/heartbeats", req, len(batch), c.timeout)
+	if r.notFound {
 		c.batch.off.Store(true) // a daemon from before batches
-		alone()
-		return
-	case err == nil && resp.StatusCode >= 500:
-		// The daemon cannot serve (no leader, shutting down, failing): each heartbeat would
-		// have had this answer alone.
-		for _, call := range batch {
-			call.err = answerError("POST", call.path(), resp.StatusCode, data)
-			call.finish()
-		}
-		return
-	case err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &ans) != nil || len(ans.Answers) != len(batch):
-		alone()
-		return
 	}
 	for i, call := range batch {
-		switch got := ans.Answers[i]; {
-		case got.Status == http.StatusOK && got.Answer != nil:
-			call.a = *got.Answer
-		case got.Status >= 300:
-			call.err = &Error{Method: "POST", Path: call.path(), StatusCode: got.Status, Message: got.Error}
-		default:
+		switch {
+		case r.alone:
 			call.alone = true
+		case r.answers == nil:
+			call.err = r.itemErr("POST", call.path())
+		default:
+			call.a, call.err, call.alone = r.answers[i].result("POST", call.path())
 		}
 		call.finish()
 	}

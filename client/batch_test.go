@@ -83,18 +83,7 @@ func TestHeartbeatsShareABatch(t *testing.T) {
 func TestHeartbeatBatchingOffWithAnOldDaemon(t *testing.T) {
 	e := newEnv(t)
 	e.setup(4)
-	var batches atomic.Int64
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/heartbeats" {
-			batches.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"error":"no such endpoint: /v1/heartbeats (the API is under /v1)"}`))
-			return
-		}
-		e.ts.Config.Handler.ServeHTTP(w, r)
-	}))
-	defer old.Close()
+	old, batches := e.oldDaemon("/v1/heartbeats")
 	c := client.New(old.URL)
 	ctx := context.Background()
 	for i := range 3 {

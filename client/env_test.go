@@ -302,3 +302,21 @@ func (f *fakeClock) WaitTimers(t *testing.T, n int) {
 		}
 	}
 }
+
+// oldDaemon is e's daemon as one from before the batch endpoint path: that path answers 404 as
+// an unknown endpoint does. The counter is its requests.
+func (e *env) oldDaemon(path string) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == path {
+			n.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error":"no such endpoint: ` + path + ` (the API is under /v1)"}`))
+			return
+		}
+		e.ts.Config.Handler.ServeHTTP(w, r)
+	}))
+	e.t.Cleanup(old.Close)
+	return old, &n
+}

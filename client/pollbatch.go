@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -147,14 +145,6 @@ type pollItem struct {
 	Wait   string   `json:"wait"`
 }
 
-type pollBatchAnswer struct {
-	Answers []struct {
-		Status int               `json:"status"`
-		Answer *MemberAssignment `json:"answer"`
-		Error  string            `json:"error"`
-	} `json:"answers"`
-}
-
 // sendPollBatch sends one batch and finishes each of its calls, or queues again those the
 // daemon left waiting (304).
 func (c *Client) sendPollBatch(ctx context.Context, r *pollRequest, batch []*pollCall) {
@@ -170,73 +160,27 @@ func (c *Client) sendPollBatch(ctx context.Context, r *pollRequest, batch []*pol
 			req.Polls[i].Topics = []string{call.topic}
 		}
 	}
-	finish := func(call *pollCall) {
-		call.req = nil
-		close(call.done)
-	}
+	reply := c.postBatch(ctx, "/v1/assignments", req, len(batch), longest+c.timeout)
 	b := &c.polls
-	alone := func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, call := range batch {
-			call.alone = true
-			finish(call)
-		}
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		alone()
-		return
-	}
-	header := http.Header{"Accept": {"application/json"}, "Content-Type": {"application/json"}}
-	resp, err := c.send(ctx, "POST", "/v1/assignments", nil, body, header, longest+c.timeout)
-	if err != nil {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, call := range batch {
-			call.err = err
-			finish(call)
-		}
-		return
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	var ans pollBatchAnswer
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	if reply.notFound {
 		b.off.Store(true) // a daemon from before poll batches
-		alone()
-		return
-	case err == nil && resp.StatusCode >= 500:
-		// The daemon cannot serve (no leader, shutting down, failing): each poll would have
-		// had this answer alone.
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, call := range batch {
-			call.err = answerError("GET", call.path(), resp.StatusCode, data)
-			finish(call)
-		}
-		return
-	case err != nil || resp.StatusCode != http.StatusOK || json.Unmarshal(data, &ans) != nil || len(ans.Answers) != len(batch):
-		alone()
-		return
 	}
 	var again []*pollCall
 	b.mu.Lock()
 	for i, call := range batch {
-		switch got := ans.Answers[i]; {
-		case got.Status == http.StatusNotModified:
-			call.req = nil
+		call.req = nil
+		switch {
+		case reply.alone:
+			call.alone = true
+		case reply.answers == nil:
+			call.err = reply.itemErr("GET", call.path())
+		case reply.answers[i].Status == http.StatusNotModified:
 			again = append(again, call)
 			continue
-		case got.Status == http.StatusOK && got.Answer != nil:
-			call.a = *got.Answer
-		case got.Status >= 300:
-			call.err = &Error{Method: "GET", Path: call.path(), StatusCode: got.Status, Message: got.Error}
 		default:
-			call.alone = true
+			call.a, call.err, call.alone = reply.answers[i].result("GET", call.path())
 		}
-		finish(call)
+		close(call.done)
 	}
 	b.mu.Unlock()
 	if len(again) > 0 {

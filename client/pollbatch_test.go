@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +65,16 @@ func join(t *testing.T, c *client.Client, group string, members int) int64 {
 		return err == nil && gen > 0
 	})
 	return gen
+}
+
+// twoGroups adds group h beside e's group g and joins members c000.. to each; it returns their
+// first generations.
+func twoGroups(t *testing.T, e *env, members int) (genG, genH int64) {
+	t.Helper()
+	if _, err := e.c.PutGroup(context.Background(), "h", client.Binding{Strategy: "averagely"}); err != nil {
+		t.Fatal(err)
+	}
+	return join(t, e.c, "g", members), join(t, e.c, "h", members)
 }
 
 type pollResult struct {
@@ -139,10 +148,7 @@ func TestBatchedPollsWaitForTheirOwnChange(t *testing.T) {
 	e := newEnv(t)
 	e.setup(16)
 	ctx := context.Background()
-	if _, err := e.c.PutGroup(ctx, "h", client.Binding{Strategy: "averagely"}); err != nil {
-		t.Fatal(err)
-	}
-	genG, genH := join(t, e.c, "g", 2), join(t, e.c, "h", 2)
+	genG, genH := twoGroups(t, e, 2)
 	gate := newPollGate(t, e)
 	c := client.New(gate.URL)
 	g, h := pollAll(c, "g", 2, genG, 30*time.Second), pollAll(c, "h", 2, genH, 30*time.Second)
@@ -193,10 +199,7 @@ func TestBatchedPollKeepsItsWait(t *testing.T) {
 	e := newEnv(t)
 	e.setup(4)
 	ctx := context.Background()
-	if _, err := e.c.PutGroup(ctx, "h", client.Binding{Strategy: "averagely"}); err != nil {
-		t.Fatal(err)
-	}
-	genG, genH := join(t, e.c, "g", 1), join(t, e.c, "h", 1)
+	genG, genH := twoGroups(t, e, 1)
 	gate := newPollGate(t, e)
 	c := client.New(gate.URL)
 	const wait = time.Second
@@ -273,29 +276,14 @@ func TestPollBatchingOff(t *testing.T) {
 	e := newEnv(t)
 	e.setup(4)
 	gen := join(t, e.c, "g", 1)
-	var batches atomic.Int64
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/assignments" {
-			batches.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"error":"no such endpoint: /v1/assignments (the API is under /v1)"}`))
-			return
-		}
-		e.ts.Config.Handler.ServeHTTP(w, r)
-	}))
-	defer old.Close()
+	old, batches := e.oldDaemon("/v1/assignments")
 	before := e.count("GET", "/v1/groups/g/assignment")
-	var wg sync.WaitGroup
 	for _, c := range []*client.Client{client.New(old.URL), client.New(e.ts.URL, client.WithPollBatching(false))} {
 		for range 2 {
-			wg.Go(func() {
-				a, err := c.PollAssignment(context.Background(), "g", "c000", "T", gen, 50*time.Millisecond)
-				if err != nil || a.Generations["T"] != gen {
-					t.Errorf("poll: %+v, %v", a, err)
-				}
-			})
-			wg.Wait()
+			a, err := c.PollAssignment(context.Background(), "g", "c000", "T", gen, 50*time.Millisecond)
+			if err != nil || a.Generations["T"] != gen {
+				t.Errorf("poll: %+v, %v", a, err)
+			}
 		}
 	}
 	if n, alone := batches.Load(), e.count("GET", "/v1/groups/g/assignment")-before; n != 1 || alone != 4 {

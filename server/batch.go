@@ -78,7 +78,6 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		status := http.StatusOK
 		var a coordinator.Assignment
 		var err error
 		if fast {
@@ -86,25 +85,9 @@ func (s *Server) heartbeats(w http.ResponseWriter, r *http.Request) error {
 		} else {
 			a, err = s.batchedHeartbeat(group, coordinator.Heartbeat{}, false, raw[i].Heartbeat)
 		}
-		if err == nil {
-			var ok bool
-			mark := len(b)
-			b = append(b, `{"status":200,"answer":`...)
-			if b, ok = appendAssignment(b, a); ok {
-				b = append(b[:len(b)-1], '}') // appendAssignment's newline
-			} else {
-				b = b[:mark]
-				err = s.appendAnswer(&b, http.StatusOK, a)
-			}
-		}
-		if err != nil {
-			status = statusOf(err)
-			if status >= 500 {
-				s.log.Error().Err(err).Str("group", group).Int("status", status).Msg("batched heartbeat failed")
-			}
-			if err := s.appendAnswer(&b, status, err.Error()); err != nil {
-				return err
-			}
+		var status int
+		if b, status, err = s.appendItem(b, a, err, "heartbeat", group); err != nil {
+			return err
 		}
 		s.batched.WithLabelValues(strconv.Itoa(status)).Inc()
 		s.batchedSeconds.Observe(time.Since(start).Seconds())
@@ -134,6 +117,30 @@ func (s *Server) batchedHeartbeat(group string, hb coordinator.Heartbeat, read b
 		return coordinator.Assignment{}, err
 	}
 	return s.c.Heartbeat(group, hb)
+}
+
+// appendItem appends one answer of a batch: {"status":200,"answer":a} when err is nil, else
+// {"status":S,"error":E} with the status and text err would have had alone (a 5xx logged as a
+// failed batched what of group). It returns the status; an error only when even that could not
+// be written.
+func (s *Server) appendItem(b []byte, a coordinator.Assignment, err error, what, group string) ([]byte, int, error) {
+	if err == nil {
+		mark := len(b)
+		b = append(b, `{"status":200,"answer":`...)
+		var ok bool
+		if b, ok = appendAssignment(b, a); ok {
+			return append(b[:len(b)-1], '}'), http.StatusOK, nil // appendAssignment's newline
+		}
+		b = b[:mark]
+		if err = s.appendAnswer(&b, http.StatusOK, a); err == nil {
+			return b, http.StatusOK, nil
+		}
+	}
+	status := statusOf(err)
+	if status >= 500 {
+		s.log.Error().Err(err).Str("group", group).Int("status", status).Msg("batched " + what + " failed")
+	}
+	return b, status, s.appendAnswer(&b, status, err.Error())
 }
 
 // appendAnswer appends one answer of a batch through encoding/json: {"status":200,"answer":v}

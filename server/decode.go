@@ -247,17 +247,27 @@ func parsePoll(q url.Values, defaultWait, maxWait time.Duration) (pollQuery, err
 			return p, badRequest("query parameter after=%q is not a generation number (an integer >= 0)", q.Get("after"))
 		}
 		p.after = n
-		p.wait = defaultWait
 	}
-	if q.Has("wait") {
-		d, err := parseWait(q.Get("wait"))
-		if err != nil {
-			return p, err
+	var err error
+	p.wait, err = pollWait(q.Has("after"), q.Has("wait"), q.Get("wait"), defaultWait, maxWait)
+	return p, err
+}
+
+// pollWait is a long-poll's wait: none without after (it answers at once), defaultWait with it,
+// or the wait given (parseWait); capped at maxWait rather than refused, so a client asking for
+// more just gets an answer sooner.
+func pollWait(after, given bool, wait string, defaultWait, maxWait time.Duration) (time.Duration, error) {
+	var d time.Duration
+	if after {
+		d = defaultWait
+	}
+	if given {
+		var err error
+		if d, err = parseWait(wait); err != nil {
+			return 0, err
 		}
-		p.wait = d
 	}
-	p.wait = min(p.wait, maxWait)
-	return p, nil
+	return min(d, maxWait), nil
 }
 
 // parseWait accepts a Go duration ("30s", "1500ms") or a number of seconds ("30").

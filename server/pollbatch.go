@@ -67,31 +67,21 @@ func (p batchedPoll) check(defaultWait, maxWait time.Duration) (pollQuery, error
 	if err := coordinator.CheckID("cid", p.CID); err != nil {
 		return q, err
 	}
-	if p.Topics != nil {
-		q.topics = make([]string, len(p.Topics))
-		for i, t := range p.Topics {
-			if err := coordinator.CheckName("topic", t); err != nil {
-				return q, err
-			}
-			q.topics[i] = t
+	for _, t := range p.Topics {
+		if err := coordinator.CheckName("topic", t); err != nil {
+			return q, err
 		}
 	}
+	q.topics = p.Topics // nil: the member's own
 	if p.After != nil {
 		if *p.After < 0 {
 			return q, badRequest("after=%d is not a generation number (an integer >= 0)", *p.After)
 		}
 		q.after = *p.After
-		q.wait = defaultWait
 	}
-	if p.Wait != "" {
-		d, err := parseWait(p.Wait)
-		if err != nil {
-			return q, err
-		}
-		q.wait = d
-	}
-	q.wait = min(q.wait, maxWait)
-	return q, nil
+	var err error
+	q.wait, err = pollWait(p.After != nil, p.Wait != "", p.Wait, defaultWait, maxWait)
+	return q, err
 }
 
 // decodePollBatch reads a poll batch's body: an error for the request as a whole, or each poll
@@ -198,29 +188,12 @@ func (s *Server) answerPolls(w http.ResponseWriter, polls []heldPoll) error {
 			b = append(b, ',')
 		}
 		status := http.StatusNotModified
-		switch {
-		case p.err != nil:
-			status = statusOf(p.err)
-			if status >= 500 {
-				s.log.Error().Err(p.err).Str("group", p.group).Int("status", status).Msg("batched long-poll failed")
-			}
-			if err := s.appendAnswer(&b, status, p.err.Error()); err != nil {
+		if p.err != nil || p.answered {
+			var err error
+			if b, status, err = s.appendItem(b, p.a, p.err, "long-poll", p.group); err != nil {
 				return err
 			}
-		case p.answered:
-			status = http.StatusOK
-			mark := len(b)
-			b = append(b, `{"status":200,"answer":`...)
-			var ok bool
-			if b, ok = appendAssignment(b, p.a); ok {
-				b = append(b[:len(b)-1], '}') // appendAssignment's newline
-			} else {
-				b = b[:mark]
-				if err := s.appendAnswer(&b, status, p.a); err != nil {
-					return err
-				}
-			}
-		default:
+		} else {
 			b = append(b, `{"status":304}`...)
 		}
 		s.batchedPolls.WithLabelValues(strconv.Itoa(status)).Inc()
