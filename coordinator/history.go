@@ -480,7 +480,7 @@ func (c *Coordinator) writeHistory(tx store.Tx, entries []*historyRecord, now ti
 			return err
 		}
 		e := &rec.entry
-		if err := tx.Put(store.HistoryBucket, store.HistoryKey(e.Group, e.Topic, e.Generation), b); err != nil {
+		if err := store.PutHistory(tx, e.Group, e.Topic, e.Generation, b); err != nil {
 			return err
 		}
 		if _, err := store.TrimHistory(tx, e.Group, e.Topic, r, now, store.RecordTime); err != nil {
@@ -529,9 +529,8 @@ func (c *Coordinator) History(group, topic string, limit int, before int64) (His
 	limit = min(limit, MaxHistoryPage)
 	var raw [][]byte // oldest first, at most limit+1: one more tells whether there is a next page
 	err := c.store.View(func(tx store.Tx) error {
-		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
-			n, err := store.HistoryNumber(key)
-			if err != nil || before > 0 && n >= before {
+		return store.ListHistory(tx, group, topic, func(n int64, value []byte) error {
+			if before > 0 && n >= before {
 				return nil
 			}
 			if len(raw) == limit+1 {
@@ -578,10 +577,10 @@ func (c *Coordinator) Explain(group, topic, brokerName string, queueID int32) (E
 	ex := Explanation{Group: group, Topic: topic, Queue: q, Changes: []OwnerChange{}}
 	var decodeErr error
 	err := c.store.View(func(tx store.Tx) error {
-		return tx.List(store.HistoryBucket, store.HistoryPrefix(group, topic), func(key string, value []byte) error {
+		return store.ListHistory(tx, group, topic, func(n int64, value []byte) error {
 			var e HistoryEntry
 			if err := store.UnmarshalHistoryEntry(value, &e); err != nil {
-				decodeErr = fmt.Errorf("entry %q: %w", key, err)
+				decodeErr = fmt.Errorf("entry of generation %d: %w", n, err)
 				return nil // skip it; say so below
 			}
 			if ex.Oldest == 0 {

@@ -259,7 +259,7 @@ func benchRebalances(b *testing.B, lg *largeGroup, strategy string) {
 func historyRecordBytes(b *testing.B, lg *largeGroup, n int64) int {
 	var size int
 	err := lg.st.View(func(tx store.Tx) error {
-		v, ok, err := tx.Get(store.HistoryBucket, store.HistoryKey("g", largeTopic, n))
+		v, ok, err := store.GetHistory(tx, "g", largeTopic, n)
 		if !ok && err == nil {
 			err = fmt.Errorf("generation %d has no history record", n)
 		}

@@ -178,6 +178,9 @@ func (c *Coordinator) snapshot(g *group, st *topicState, b Binding) *job {
 		j.req = &abi.Request{
 			Group: g.cfg.Name, Queues: j.queues, Consumers: keys, ConsumerAttrs: attrs,
 			Config: b.Config, PrevOwners: prevOwners(st.gen, j.queues, j.table, rl.aligned),
+			// A readList's queues are never written: the host's encoder keeps a reference to
+			// them and knows them again by their address.
+			QueuesFrozen: true,
 		}
 	}
 	return j

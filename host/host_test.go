@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -441,5 +442,47 @@ func TestAllocateOwnersFunc(t *testing.T) {
 	}
 	if st := p.Stats(); st.Calls != 2 || st.Failures != 0 || st.Invalid != 0 {
 		t.Fatalf("stats %+v: want 2 calls and no failure", st)
+	}
+}
+
+// TestEncoderKeptAcrossCollections: a plugin keeps the encoder of its last call, and with it
+// the cache of that call's queues, through garbage collections. A group of many queues whose
+// rebalances are a collection apart then does not encode and copy its queues at every call:
+// a call after two collections (which empty a sync.Pool) allocates less than the queues'
+// encoding would take.
+func TestEncoderKeptAcrossCollections(t *testing.T) {
+	rt := newRuntime(t, host.Config{MaxInstances: 1})
+	ctx := context.Background()
+	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	req := &abi.Request{Group: "g", Queues: queues("T", 20, 1000), Consumers: []string{"a", "b", "c"}, QueuesFrozen: true}
+	allocated := func() uint64 {
+		t.Helper()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		before := ms.TotalAlloc
+		err := p.AllocateOwnersFunc(ctx, req, func(r *abi.Response) error {
+			if len(r.Owners) != len(req.Queues) {
+				return fmt.Errorf("%d owners for %d queues", len(r.Owners), len(req.Queues))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&ms)
+		return ms.TotalAlloc - before
+	}
+	allocated() // the instance starts, and the encoder caches the queues
+	runtime.GC()
+	runtime.GC()
+	req.Consumers = []string{"a", "b", "c", "d"} // the consumers changed, the queues did not
+	// Encoded again, the queues' section alone (12 bytes a queue) would be copied twice: into
+	// the request and into the cache.
+	if again, most := allocated(), uint64(6*len(req.Queues)); again > most {
+		t.Fatalf("the call after two collections allocated %d bytes (at most %d expected): the queues were encoded again", again, most)
 	}
 }

@@ -30,7 +30,7 @@ type Plugin struct {
 	log           zerolog.Logger
 	pool          pool
 	stats         stats
-	encoders      sync.Pool
+	encoders      encoderPool
 
 	closeOnce sync.Once
 	closing   chan struct{}
@@ -68,6 +68,7 @@ func newPlugin(rt *Runtime, name, hash string, compiled wazero.CompiledModule) *
 		closing: make(chan struct{}),
 	}
 	p.pool.init(rt.cfg.MaxInstances)
+	p.encoders.max = rt.cfg.MaxInstances
 	return p
 }
 
@@ -151,11 +152,8 @@ func (p *Plugin) AllocateOwnersFunc(ctx context.Context, req *abi.Request, use f
 // allocate encodes req, calls the plugin and checks its answer. With use, the answer is decoded
 // sharing the output's memory and handed to use while the instance is held; else it is returned.
 func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool, use func(*abi.Response) error) (*abi.Response, error) {
-	enc, _ := p.encoders.Get().(*encoder)
-	if enc == nil {
-		enc = &encoder{}
-	}
-	defer p.encoders.Put(enc)
+	enc := p.encoders.get()
+	defer p.encoders.put(enc)
 	var err error
 	enc.buf, err = enc.EncodeCanonical(enc.buf[:0], req) // abi.Canonicalize, checked as it encodes
 	if err != nil {
@@ -196,6 +194,38 @@ func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool, us
 type encoder struct {
 	abi.Encoder
 	buf []byte
+}
+
+// encoderPool keeps the encoders of finished calls for the next ones, at most max of them (one
+// per instance), the last one put handed out first. A sync.Pool is emptied by every collection:
+// then a group of 100,000 queues, whose rebalances are a collection or so apart, had its queues
+// encoded and copied anew at every call, where an encoder kept finds them in its cache
+// (RATIONALE.md, "Why a plugin keeps its request encoders across collections"). What an
+// encoder keeps is its last request: at most max requests' worth per plugin.
+type encoderPool struct {
+	mu   sync.Mutex
+	idle []*encoder
+	max  int
+}
+
+func (e *encoderPool) get() *encoder {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := len(e.idle); n > 0 {
+		enc := e.idle[n-1]
+		e.idle[n-1] = nil
+		e.idle = e.idle[:n-1]
+		return enc
+	}
+	return &encoder{}
+}
+
+func (e *encoderPool) put(enc *encoder) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.idle) < e.max {
+		e.idle = append(e.idle, enc)
+	}
 }
 
 // Call runs allocate on an encoded request and hands the raw output to use, which must not keep

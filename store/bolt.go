@@ -18,9 +18,11 @@ import (
 // FileName is the database file Open creates in its folder.
 const FileName = "allocd.db"
 
-// schemaVersion is written once into a new file; a file of a newer schema is refused rather
-// than misread.
-const schemaVersion = 1
+// schemaVersion is written into a new file, and into a file of an older schema when it is
+// opened; a file of a newer schema is refused rather than misread. 2: history records longer
+// than HistoryPartSize are stored in parts, which an allocd reading schema 1 would misread
+// (it reads schema 1 files as they are).
+const schemaVersion = 2
 
 // Options tunes Open. The zero value is right for the daemon.
 type Options struct {
@@ -160,6 +162,9 @@ func (s *Bolt) init() error {
 		n, err := strconv.Atoi(string(v))
 		if err != nil || n > schemaVersion {
 			return fmt.Errorf("file has schema version %q; this allocd reads up to %d", v, schemaVersion)
+		}
+		if n < schemaVersion {
+			return meta.Put([]byte("schema"), []byte(strconv.Itoa(schemaVersion)))
 		}
 		return nil
 	})

@@ -9,7 +9,11 @@
 // full disk, a read-only file) changes nothing and returns an error that unwraps to its cause
 // (errors.Is(err, syscall.ENOSPC)).
 //
-// Records are JSON, so a field added later reads as its zero value from an older file.
+// Records are JSON, so a field added later reads as its zero value from an older file. A
+// change that an older allocd would misread raises the schema version, which Open writes into
+// the file (or under the etcd prefix) and an older allocd refuses: schema 2 stores a history
+// record longer than HistoryPartSize in parts (PutHistory, ListHistory, GetHistory), and reads
+// schema 1's records, each in one key, as they are.
 //
 // The package never validates names or the model's rules (the coordinator does), keeps no state
 // in memory beyond the open file, and starts no goroutines.

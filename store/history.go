@@ -52,6 +52,141 @@ func HistoryKey(group, topic string, number int64) string {
 	return HistoryPrefix(group, topic) + fmt.Sprintf("%016x", uint64(number))
 }
 
+// HistoryPartSize is the most bytes of a history record that one key holds. A longer record is
+// stored in parts: the first HistoryPartSize bytes under its HistoryKey, each next
+// HistoryPartSize under the key followed by "\x00" and the part's number (1, 2, ...) in 8 hex
+// digits, which sort right after it. A record of one key holds several records' worth of bytes
+// in one bbolt leaf otherwise (a leaf keeps at least two keys), and every commit wrote the
+// records sharing the new one's leaf again (RATIONALE.md, "Why a history record is stored in
+// parts"). Records written by earlier versions, in one key of any length, read as before.
+const HistoryPartSize = 64 << 10
+
+// historyPartKey is the key of a record's part n (1 <= n < 2^32: a record of up to 256 TiB).
+func historyPartKey(key string, n int) string { return key + "\x00" + fmt.Sprintf("%08x", uint32(n)) }
+
+// historyPart reads a key under HistoryPrefix(group, topic), which is prefixLen bytes long: the
+// key of its record and the part number, 0 for a record's own key. ok is false for a key of
+// neither shape.
+func historyPart(key string, prefixLen int) (record string, part int, ok bool) {
+	if len(key) < prefixLen+16 {
+		return "", 0, false
+	}
+	if _, err := strconv.ParseUint(key[prefixLen:prefixLen+16], 16, 63); err != nil {
+		return "", 0, false
+	}
+	switch len(key) - prefixLen {
+	case 16:
+		return key, 0, true
+	case 16 + 1 + 8:
+		if key[prefixLen+16] != 0 {
+			return "", 0, false
+		}
+		n, err := strconv.ParseUint(key[prefixLen+17:], 16, 32)
+		if err != nil || n == 0 {
+			return "", 0, false
+		}
+		return key[:prefixLen+16], int(n), true
+	}
+	return "", 0, false
+}
+
+// PutHistory stores the history record of generation number of (group, topic): under its
+// HistoryKey, in parts of HistoryPartSize when it is longer.
+func PutHistory(tx Tx, group, topic string, number int64, value []byte) error {
+	key := HistoryKey(group, topic, number)
+	first := min(len(value), HistoryPartSize)
+	if err := tx.Put(HistoryBucket, key, value[:first]); err != nil {
+		return err
+	}
+	for n, off := 1, first; off < len(value); n, off = n+1, off+HistoryPartSize {
+		if err := tx.Put(HistoryBucket, historyPartKey(key, n), value[off:min(off+HistoryPartSize, len(value))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListHistory calls fn with every history record of (group, topic), oldest first: its
+// generation number and its bytes, parts joined. value is valid only during the call. A part
+// without its record before it, or out of order, is an error naming its key: the bucket is
+// damaged.
+func ListHistory(tx Tx, group, topic string, fn func(number int64, value []byte) error) error {
+	prefix := HistoryPrefix(group, topic)
+	var (
+		pending string // the key of a record whose parts are being joined in buf
+		parts   int    // the parts of it joined so far
+		buf     []byte
+	)
+	flush := func() error {
+		if pending == "" {
+			return nil
+		}
+		n, err := HistoryNumber(pending)
+		pending = ""
+		if err != nil {
+			return err
+		}
+		return fn(n, buf)
+	}
+	err := tx.List(HistoryBucket, prefix, func(key string, value []byte) error {
+		record, part, ok := historyPart(key, len(prefix))
+		switch {
+		case !ok:
+			return nil // not a history key (none is written under this prefix)
+		case part > 0:
+			if record != pending || part != parts {
+				return errPartAlone(key)
+			}
+			buf = append(buf, value...)
+			parts++
+			return nil
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if len(value) < HistoryPartSize { // whole: no part follows
+			n, err := HistoryNumber(key)
+			if err != nil {
+				return err
+			}
+			return fn(n, value)
+		}
+		pending, parts, buf = key, 1, append(buf[:0], value...)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
+}
+
+// errPartAlone names a record's part found without its record or the parts before it.
+func errPartAlone(key string) error {
+	return fmt.Errorf("history key %q: a part without the parts before it", key)
+}
+
+// GetHistory returns the history record of generation number of (group, topic), parts joined,
+// and whether there is one.
+func GetHistory(tx Tx, group, topic string, number int64) ([]byte, bool, error) {
+	key := HistoryKey(group, topic, number)
+	value, ok, err := tx.Get(HistoryBucket, key)
+	if err != nil || !ok || len(value) < HistoryPartSize {
+		return value, ok, err
+	}
+	next := 1
+	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
+		if record, n, ok := historyPart(k, len(key)-16); ok && record == key {
+			if n != next {
+				return errPartAlone(k)
+			}
+			value = append(value, part...)
+			next++
+		}
+		return nil
+	})
+	return value, true, err
+}
+
 // HistoryNumber reads the generation number back from a history key.
 func HistoryNumber(key string) (int64, error) {
 	if len(key) < 16 {
@@ -71,42 +206,62 @@ type Retention struct {
 	MaxAge time.Duration
 }
 
-// TrimHistory deletes the records of a (group, topic) that Retention does not keep. at reads a
-// record's time; a record it cannot read counts as old.
+// TrimHistory deletes the records of a (group, topic) that Retention does not keep, each with
+// its parts. at reads a record's time; a record it cannot read counts as old.
 func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func(value []byte) (time.Time, error)) (int, error) {
 	prefix := HistoryPrefix(group, topic)
-	var keys []string
+	var keys []string // every history key, parts included, in order
+	var records []int // the index in keys of each record's own key
 	err := tx.List(HistoryBucket, prefix, func(key string, _ []byte) error {
-		keys = append(keys, key)
+		if _, part, ok := historyPart(key, len(prefix)); ok {
+			if part == 0 {
+				records = append(records, len(keys))
+			}
+			keys = append(keys, key)
+		}
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
 	drop := 0
-	if r.Count > 0 && len(keys) > r.Count {
-		drop = len(keys) - r.Count
+	if r.Count > 0 && len(records) > r.Count {
+		drop = len(records) - r.Count
 	}
 	// Records are kept oldest first: only those from the first kept one on are read, and
-	// reading stops at the first that is recent enough (a record may be megabytes long).
+	// reading stops at the first that is recent enough (a record may be megabytes long). A
+	// record's first part usually holds its time; the whole record is read when it does not.
 	cutoff := now.Add(-r.MaxAge)
-	for r.MaxAge > 0 && drop < len(keys)-1 {
-		value, ok, err := tx.Get(HistoryBucket, keys[drop])
+	for r.MaxAge > 0 && drop < len(records)-1 {
+		key := keys[records[drop]]
+		value, ok, err := tx.Get(HistoryBucket, key)
 		if err != nil {
 			return 0, err
 		}
 		if ok {
-			if t, err := at(value); err == nil && !t.Before(cutoff) {
+			t, err := at(value)
+			if err != nil && len(value) >= HistoryPartSize {
+				n, _ := HistoryNumber(key)
+				if value, _, err = GetHistory(tx, group, topic, n); err == nil {
+					t, err = at(value)
+				}
+			}
+			if err == nil && !t.Before(cutoff) {
 				break
 			}
 		}
 		drop++
 	}
-	if rd, ok := tx.(RangeDeleter); ok && drop > 0 {
-		// The oldest records are a run of keys: keys[drop] is the first one kept.
-		return drop, rd.DeleteRange(HistoryBucket, keys[0], keys[drop])
+	if drop == 0 {
+		return 0, nil
 	}
-	for _, k := range keys[:drop] {
+	// The dropped records and their parts are the keys before the first kept record's (the
+	// newest record is always kept).
+	end := records[drop]
+	if rd, ok := tx.(RangeDeleter); ok {
+		return drop, rd.DeleteRange(HistoryBucket, keys[0], keys[end])
+	}
+	for _, k := range keys[:end] {
 		if err := tx.Delete(HistoryBucket, k); err != nil {
 			return 0, err
 		}

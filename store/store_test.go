@@ -125,6 +125,48 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 }
 
+// A file of schema 1 (history records in one key, which this version reads as they are) opens,
+// and schema 2 is written into it: an allocd that reads only schema 1 then refuses the file
+// rather than misread the history records written in parts from now on.
+func TestOlderSchemaUpgraded(t *testing.T) {
+	dir := t.TempDir()
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	schema := func(set string) string {
+		t.Helper()
+		db, err := bolt.Open(filepath.Join(dir, store.FileName), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var v string
+		err = db.Update(func(tx *bolt.Tx) error {
+			meta := tx.Bucket([]byte("meta"))
+			v = string(meta.Get([]byte("schema")))
+			if set != "" {
+				return meta.Put([]byte("schema"), []byte(set))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	schema("1")
+	s, err = store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatalf("Open of a schema 1 file: %v", err)
+	}
+	s.Close()
+	if v := schema(""); v != "2" {
+		t.Fatalf("schema %q after opening a schema 1 file, want 2", v)
+	}
+}
+
 // damage overwrites n bytes at off of the store file in dir with bytes from a fixed seed.
 func damage(t *testing.T, dir string, off int64, n int, seed byte) {
 	t.Helper()

@@ -76,8 +76,9 @@ const (
 	// opOverhead is what one operation adds to a request beyond its key and value (field
 	// tags, lengths, the request's envelope), generously.
 	opOverhead = 32
-	// schemaVersion is written once under the prefix; a newer one is refused.
-	schemaVersion = 1
+	// schemaVersion is written under the prefix, over an older one; a newer one is refused.
+	// 2: history records longer than store.HistoryPartSize are stored in parts.
+	schemaVersion = 2
 )
 
 // ErrTooLarge is matched by the error of a write that does not fit in one etcd transaction:
@@ -144,7 +145,8 @@ func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*Store, erro
 }
 
 // init writes the schema version if there is none (a create-only transaction, the one write
-// that needs no fence: every replica writes the same), and refuses a newer one.
+// that needs no fence: every replica writes the same), writes it over an older one, and
+// refuses a newer one.
 func (s *Store) init(ctx context.Context) error {
 	key := s.p + "meta/schema"
 	cctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
@@ -166,6 +168,18 @@ func (s *Store) init(ctx context.Context) error {
 	n, err := strconv.Atoi(string(kvs[0].Value))
 	if err != nil || n > schemaVersion {
 		return fmt.Errorf("key %q has schema version %q; this allocd reads up to %d", key, kvs[0].Value, schemaVersion)
+	}
+	if n < schemaVersion {
+		// An older schema reads as it is; the new one is written over it, only if it is still
+		// the value read (another replica may have written it first).
+		uctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+		defer cancel()
+		_, err := s.cli.Txn(uctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, strconv.Itoa(schemaVersion))).Commit()
+		if err != nil {
+			return s.etcdErr(err, false)
+		}
 	}
 	return nil
 }

@@ -372,11 +372,24 @@ func TestDamagedRecord(t *testing.T) {
 	_, err = nextSeq(s)
 	check("NextSequence", err, "/allocd/seq/tokens")
 
-	if _, err := cli.Put(ctx(t), "/other/meta/schema", "2"); err != nil {
+	if _, err := cli.Put(ctx(t), "/other/meta/schema", "99"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := etcdstore.Open(ctx(t), cli, etcdstore.Options{Prefix: "/other"}); err == nil || !strings.Contains(err.Error(), `schema version "2"`) {
+	if _, err := etcdstore.Open(ctx(t), cli, etcdstore.Options{Prefix: "/other"}); err == nil || !strings.Contains(err.Error(), `schema version "99"`) {
 		t.Errorf("Open of a newer schema: %v", err)
+	}
+	// An older schema (1: history records in one key) opens, and the current one is written
+	// over it, so that an allocd reading only schema 1 refuses the records written from now on.
+	if _, err := cli.Put(ctx(t), "/old/meta/schema", "1"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := etcdstore.Open(ctx(t), cli, etcdstore.Options{Prefix: "/old"})
+	if err != nil {
+		t.Fatalf("Open of schema 1: %v", err)
+	}
+	old.Close()
+	if resp, err := cli.Get(ctx(t), "/old/meta/schema"); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
+		t.Errorf("schema after opening a schema 1 prefix: %v, %v; want 2", resp, err)
 	}
 }
 

@@ -3,9 +3,12 @@
 package storetest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +46,7 @@ func Run(t *testing.T, f Factory) {
 		{"Reopen", Reopen},
 		{"TrimHistory", TrimHistory},
 		{"TrimManyAtOnce", TrimManyAtOnce},
+		{"HistoryInParts", HistoryInParts},
 		{"PutGenerationsTxIsOneTransaction", PutGenerationsTxIsOneTransaction},
 		{"TopicTx", TopicTx},
 	} {
@@ -328,6 +332,168 @@ func TrimHistory(t *testing.T, f Factory) {
 	}
 	if _, err := store.HistoryNumber("short"); err == nil {
 		t.Fatal("a short key parsed")
+	}
+}
+
+// historyRecord is a JSON history record of exactly size bytes (at least 100) with its "at"
+// first, or last.
+func historyRecord(n int64, at time.Time, size int, atLast bool) []byte {
+	head := fmt.Sprintf(`{"generation":%d,"at":%q,"pad":"`, n, at.Format(time.RFC3339Nano))
+	tail := `"}`
+	if atLast {
+		head, tail = fmt.Sprintf(`{"generation":%d,"pad":"`, n), fmt.Sprintf(`","at":%q}`, at.Format(time.RFC3339Nano))
+	}
+	return []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
+}
+
+// rawHistory is every key under (g, topic)'s history prefix with its value's length.
+func rawHistory(t *testing.T, s Store, topic string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	err := s.View(func(tx store.Tx) error {
+		return tx.List(store.HistoryBucket, store.HistoryPrefix("g", topic), func(key string, value []byte) error {
+			out[key] = len(value)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// HistoryInParts: PutHistory stores a record longer than store.HistoryPartSize in parts of at
+// most that size, and ListHistory and GetHistory give back its bytes; a record in one key of
+// any length (as earlier versions wrote them) reads as it is; TrimHistory and DeleteHistory
+// take a record's parts with it, and read a record's time from all of it when its first part
+// does not hold it; a part without its record is an error naming its key.
+func HistoryInParts(t *testing.T, f Factory) {
+	s := f.New(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const part = store.HistoryPartSize
+	want := map[int64][]byte{
+		1: historyRecord(1, now, 100, false),               // one key
+		2: historyRecord(2, now, 3*part+500, false),        // four parts
+		3: historyRecord(3, now, 2*part-7, true),           // two parts, "at" in the last
+		4: historyRecord(4, now, 4*part+part/2, true),      // five parts, "at" in the last
+		5: historyRecord(5, now, 2*part, false),            // exactly two full parts
+		6: historyRecord(6, now, 2*part+123, false),        // written in one key, as before parts
+		7: historyRecord(7, now, part, false),              // one key of exactly one part's size
+		8: historyRecord(8, now.Add(time.Hour), 150, true), // the newest
+	}
+	err := s.Update(func(tx store.Tx) error {
+		for n := int64(1); n <= 8; n++ {
+			if n == 6 || n == 7 {
+				if err := tx.Put(store.HistoryBucket, store.HistoryKey("g", "T", n), want[n]); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := store.PutHistory(tx, "g", "T", n, want[n]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := rawHistory(t, s, "T")
+	for key, size := range keys {
+		if n, _ := store.HistoryNumber(key); size > part && n != 6 {
+			t.Errorf("key %q holds %d bytes, more than a part", key, size)
+		}
+	}
+	if len(keys) != 1+4+2+5+2+1+1+1 {
+		t.Errorf("%d keys for the 8 records, want 17", len(keys))
+	}
+	read := func() map[int64][]byte {
+		t.Helper()
+		got := map[int64][]byte{}
+		var order []int64
+		err := s.View(func(tx store.Tx) error {
+			return store.ListHistory(tx, "g", "T", func(n int64, value []byte) error {
+				got[n] = slices.Clone(value)
+				order = append(order, n)
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSorted(order) {
+			t.Errorf("ListHistory order %v", order)
+		}
+		return got
+	}
+	got := read()
+	for n, w := range want {
+		if !bytes.Equal(got[n], w) {
+			t.Errorf("record %d: ListHistory gave %d bytes, want %d", n, len(got[n]), len(w))
+		}
+		err := s.View(func(tx store.Tx) error {
+			v, ok, err := store.GetHistory(tx, "g", "T", n)
+			if err != nil || !ok || !bytes.Equal(v, w) {
+				t.Errorf("record %d: GetHistory gave %d bytes, %v, %v; want %d", n, len(v), ok, err, len(w))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Count: 1 and 2 go, with 2's parts.
+	trim := func(r store.Retention, at time.Time) int {
+		t.Helper()
+		var n int
+		if err := s.Update(func(tx store.Tx) (err error) {
+			n, err = store.TrimHistory(tx, "g", "T", r, at, store.RecordTime)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := trim(store.Retention{Count: 6}, now); n != 2 {
+		t.Fatalf("count trim dropped %d records, want 2", n)
+	}
+	if keys := rawHistory(t, s, "T"); len(keys) != 2+5+2+1+1+1 {
+		t.Fatalf("after dropping records 1 and 2: %d keys left, want 12", len(keys))
+	}
+	// Age: 3's time is in its last part; read from the first alone it would count as old.
+	if n := trim(store.Retention{MaxAge: time.Minute}, now); n != 0 {
+		t.Fatalf("age trim of records as old as the limit dropped %d", n)
+	}
+	if n := trim(store.Retention{MaxAge: time.Minute}, now.Add(30*time.Minute)); n != 5 {
+		t.Fatalf("age trim dropped %d records, want 5 (3 to 7)", n)
+	}
+	if got := read(); len(got) != 1 || !bytes.Equal(got[8], want[8]) {
+		t.Fatalf("after the age trim: records %v, want only 8", slices.Sorted(maps.Keys(got)))
+	}
+	if keys := rawHistory(t, s, "T"); len(keys) != 1 {
+		t.Fatalf("after the age trim: keys %v, want 8's only", keys)
+	}
+	// A part whose record is gone: an error naming it.
+	orphan := store.HistoryKey("g", "T", 9) + "\x00" + "00000001"
+	if err := s.Update(func(tx store.Tx) error { return tx.Put(store.HistoryBucket, orphan, []byte("x")) }); err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(func(tx store.Tx) error {
+		return store.ListHistory(tx, "g", "T", func(int64, []byte) error { return nil })
+	})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", orphan)) {
+		t.Fatalf("ListHistory over a part without its record: %v, want an error naming %q", err, orphan)
+	}
+	if err := s.Update(func(tx store.Tx) error {
+		if err := store.PutHistory(tx, "g", "T", 10, want[2]); err != nil {
+			return err
+		}
+		return store.DeleteHistory(tx, "g")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if keys := rawHistory(t, s, "T"); len(keys) != 0 {
+		t.Fatalf("DeleteHistory left %v", keys)
 	}
 }
 
