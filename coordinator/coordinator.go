@@ -156,7 +156,11 @@ type group struct {
 	cfg     Group
 	members map[string]*member // by client id
 	keys    map[string]*member // by key: instance id, or client id
-	fenced  map[string]fence   // client ids replaced by a restarted static member
+	// byKey is every member of members in key order, kept so as members join and go
+	// (addMember, deleteMember): a snapshot of 10,000 members filters it rather than sorting
+	// them again (RATIONALE.md, "Why a group keeps its members in key order").
+	byKey  []*member
+	fenced map[string]fence // client ids replaced by a restarted static member
 	// departed says why member keys left, for the history's triggers (history.go).
 	departed map[string]departure
 	topics   map[string]*topicState

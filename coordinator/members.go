@@ -128,10 +128,10 @@ func (c *Coordinator) join(g *group, hb Heartbeat, topics []string, now time.Tim
 		}
 		// A restarted static member: it takes the key, hence the queues, with no new
 		// generation. Only what differs from its predecessor is recomputed.
-		delete(g.members, other.cid)
+		g.deleteMember(other)
 		c.locksMemberGone(g.cfg.Name, other.cid, now)
 		g.fenced[other.cid] = fence{by: m.cid, at: now}
-		g.members[m.cid] = m
+		g.addMember(m)
 		g.keys[m.key] = m
 		c.renameKey(g, m.key, m.cid)
 		changed := symmetricDiff(other.topics, m.topics)
@@ -144,7 +144,7 @@ func (c *Coordinator) join(g *group, hb Heartbeat, topics []string, now time.Tim
 			Str("replaced", other.cid).Msg("static member restarted")
 		return m, nil
 	}
-	g.members[m.cid] = m
+	g.addMember(m)
 	g.keys[m.key] = m
 	delete(g.departed, m.key)
 	// After a restart the persisted generation may already hold this key under another client
@@ -206,7 +206,7 @@ func (c *Coordinator) Leave(groupName, cid string) (bool, error) {
 }
 
 func (c *Coordinator) removeMember(g *group, m *member, now time.Time) {
-	delete(g.members, m.cid)
+	g.deleteMember(m)
 	c.locksMemberGone(g.cfg.Name, m.cid, now)
 	if g.keys[m.key] == m {
 		delete(g.keys, m.key)
@@ -306,12 +306,36 @@ func symmetricDiff(a, b []string) []string {
 
 // sortedMembers returns the live members subscribed to topic, by key.
 func (g *group) sortedMembers(topic string) []*member {
-	var ms []*member
-	for _, m := range g.members {
+	ms := make([]*member, 0, len(g.byKey))
+	for _, m := range g.byKey {
 		if _, ok := slices.BinarySearch(m.topics, topic); ok {
 			ms = append(ms, m)
 		}
 	}
-	slices.SortFunc(ms, func(a, b *member) int { return strings.Compare(a.key, b.key) })
 	return ms
+}
+
+// addMember adds m to members and to byKey at its key's place (after members of an equal
+// key, which live members never share).
+func (g *group) addMember(m *member) {
+	g.members[m.cid] = m
+	i, _ := slices.BinarySearchFunc(g.byKey, m.key, func(x *member, key string) int {
+		if x.key <= key {
+			return -1
+		}
+		return 1
+	})
+	g.byKey = slices.Insert(g.byKey, i, m)
+}
+
+// deleteMember removes m from members and byKey.
+func (g *group) deleteMember(m *member) {
+	delete(g.members, m.cid)
+	i, _ := slices.BinarySearchFunc(g.byKey, m.key, func(x *member, key string) int { return strings.Compare(x.key, key) })
+	for ; i < len(g.byKey) && g.byKey[i].key == m.key; i++ {
+		if g.byKey[i] == m {
+			g.byKey = slices.Delete(g.byKey, i, i+1)
+			return
+		}
+	}
 }
