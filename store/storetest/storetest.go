@@ -269,20 +269,31 @@ func putRecord(t *testing.T, s Store, topic string, n int64, at time.Time) {
 	}
 }
 
+// numbers is the generation number of every key of (g, topic)'s history, in key order.
 func numbers(t *testing.T, s Store, topic string) []int64 {
 	t.Helper()
 	var out []int64
-	err := s.View(func(tx store.Tx) error {
-		return tx.List(store.HistoryBucket, store.HistoryPrefix("g", topic), func(key string, _ []byte) error {
-			n, err := store.HistoryNumber(key)
-			out = append(out, n)
-			return err
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
+	for _, key := range slices.Sorted(maps.Keys(rawHistory(t, s, topic))) {
+		n, err := store.HistoryNumber(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
 	}
 	return out
+}
+
+// trimHistory runs TrimHistory on (g, T) and returns how many records it dropped.
+func trimHistory(t *testing.T, s Store, r store.Retention, now time.Time) int {
+	t.Helper()
+	var n int
+	if err := s.Update(func(tx store.Tx) (err error) {
+		n, err = store.TrimHistory(tx, "g", "T", r, now, store.RecordTime)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TrimHistory(t *testing.T, f Factory) {
@@ -293,16 +304,7 @@ func TrimHistory(t *testing.T, f Factory) {
 		putRecord(t, s, "T", n, now.Add(time.Duration(n)*time.Minute))
 	}
 	putRecord(t, s, "T2", 1, now) // another topic is left alone
-	trim := func(r store.Retention, at time.Time) int {
-		var n int
-		if err := s.Update(func(tx store.Tx) (err error) {
-			n, err = store.TrimHistory(tx, "g", "T", r, at, store.RecordTime)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	trim := func(r store.Retention, at time.Time) int { return trimHistory(t, s, r, at) }
 	if n := trim(store.Retention{Count: 4}, now); n != 2 || fmt.Sprint(numbers(t, s, "T")) != "[16 17 256 257]" {
 		t.Fatalf("count trim dropped %d, left %v", n, numbers(t, s, "T"))
 	}
@@ -443,17 +445,7 @@ func HistoryInParts(t *testing.T, f Factory) {
 		}
 	}
 	// Count: 1 and 2 go, with 2's parts.
-	trim := func(r store.Retention, at time.Time) int {
-		t.Helper()
-		var n int
-		if err := s.Update(func(tx store.Tx) (err error) {
-			n, err = store.TrimHistory(tx, "g", "T", r, at, store.RecordTime)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	trim := func(r store.Retention, at time.Time) int { return trimHistory(t, s, r, at) }
 	if n := trim(store.Retention{Count: 6}, now); n != 2 {
 		t.Fatalf("count trim dropped %d records, want 2", n)
 	}
