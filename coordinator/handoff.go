@@ -356,7 +356,10 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		return
 	}
 	since, deadline := now.UTC(), now.Add(c.revokeTimeout(b)).UTC()
-	hs := make([]model.Handoff, 0, held)
+	// Each handoff is written in place: building one and appending it copied its 120 bytes
+	// again, a third of this loop for 50,000 handoffs.
+	hs := make([]model.Handoff, held)
+	k := 0
 	for i, to := range heldFor {
 		if to == 0 {
 			continue
@@ -365,15 +368,17 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		if from == ownerRank[to] {
 			from = second[i]
 		}
-		h := model.Handoff{Queue: t.Queue(i), From: keys[from-1], To: owners[to], Since: since, Deadline: deadline}
+		h := &hs[k]
+		k++
+		h.Queue, h.From, h.To, h.Since, h.Deadline = t.Queue(i), keys[from-1], owners[to], since, deadline
 		if started != nil && started[i] > 0 {
-			if old := st.gen.Handoffs[started[i]-1]; old.From == h.From {
+			if old := &st.gen.Handoffs[started[i]-1]; old.From == h.From {
 				h.Since, h.Deadline = old.Since, old.Deadline
 			}
 		}
-		hs = append(hs, h)
 	}
-	gen.Target, gen.Handoffs = target, hs
+	// k is held: no queue is in two lists of a validated answer, so none is held back twice.
+	gen.Target, gen.Handoffs = target, hs[:k]
 }
 
 // target is the strategy's answer in gen: Target when queues are held back, else Assignment.
