@@ -1,12 +1,14 @@
 package coordinator_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/coordinator"
 )
 
@@ -127,4 +129,50 @@ func TestPluginSeesMembersInKeyOrder(t *testing.T) {
 	}
 	step()
 	check("after 5 expiries")
+}
+
+// gatedAllocator is fakeAllocator whose calls wait for the test: entered says a call began,
+// and the call answers when release is closed.
+type gatedAllocator struct {
+	*fakeAllocator
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedAllocator) Allocate(ctx context.Context, plugin string, req *abi.Request) (*abi.Response, string, error) {
+	g.entered <- struct{}{}
+	<-g.release
+	return g.fakeAllocator.Allocate(ctx, plugin, req)
+}
+
+// TestStaticRestartDuringThePluginCall: a static member that restarts under a new client id
+// while the plugin computes a generation is named by its new client id in that generation: the
+// client ids are those of the keys when the generation is installed, not when the call began.
+func TestStaticRestartDuringThePluginCall(t *testing.T) {
+	gate := &gatedAllocator{fakeAllocator: newFakeAllocator(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e := newEnv(t, func(o *coordinator.Options) { o.Allocator = gate })
+	e.topic("T", 6)
+	e.group("g", "averagely")
+	join := func(cid, instance string) {
+		t.Helper()
+		if _, err := e.c.Heartbeat("g", coordinator.Heartbeat{CID: cid, InstanceID: instance, Topics: []string{"T"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	join("10.0.0.1@1", "pod-1")
+	join("10.0.0.2@1", "pod-2")
+	e.clock.Advance(time.Second)
+	done := make(chan struct{})
+	go func() { e.tick(); close(done) }()
+	<-gate.entered
+	join("10.0.0.9@7", "pod-1") // pod-1 restarts while the plugin runs
+	close(gate.release)
+	<-done
+	gens, err := e.store.ListGenerations()
+	if err != nil || len(gens) != 1 {
+		t.Fatalf("%d generations stored, %v", len(gens), err)
+	}
+	if got := gens[0].CIDs; got["pod-1"] != "10.0.0.9@7" || got["pod-2"] != "10.0.0.2@1" {
+		t.Fatalf("the generation names client ids %v, want pod-1 under 10.0.0.9@7", got)
+	}
 }

@@ -670,17 +670,16 @@ func (c *Coordinator) fingerprint(j *job, version string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// currentCIDs maps each key of a job's snapshot to the client id holding it now: a static
-// member may have restarted while the plugin ran.
+// currentCIDs updates a job's snapshot of key -> client id to the client id holding each key
+// now (a static member may have restarted while the plugin ran) and returns it: the job's
+// generation takes the map, which the job no longer reads.
 func currentCIDs(g *group, snap map[string]string) map[string]string {
-	out := make(map[string]string, len(snap))
 	for key, cid := range snap {
-		if m := g.keys[key]; m != nil {
-			cid = m.cid
+		if m := g.keys[key]; m != nil && m.cid != cid {
+			snap[key] = m.cid
 		}
-		out[key] = cid
 	}
-	return out
+	return snap
 }
 
 func equalAssignment(a, b map[string][]abi.Queue) bool {
