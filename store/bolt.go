@@ -48,7 +48,14 @@ var ErrDamaged = errors.New("the file is damaged")
 type Bolt struct {
 	db   *bolt.DB
 	path string
+	// upgradedFrom is the schema version the file had when Open wrote the current one over
+	// it; 0 when it needed none.
+	upgradedFrom int
 }
+
+// UpgradedFrom is the schema version the file had when Open upgraded it to this version's, or
+// 0 when it needed no upgrade. From then on an allocd older than this one refuses the file.
+func (s *Bolt) UpgradedFrom() int { return s.upgradedFrom }
 
 var _ Store = (*Bolt)(nil)
 
@@ -164,6 +171,7 @@ func (s *Bolt) init() error {
 			return fmt.Errorf("file has schema version %q; this allocd reads up to %d", v, schemaVersion)
 		}
 		if n < schemaVersion {
+			s.upgradedFrom = n
 			return meta.Put([]byte("schema"), []byte(strconv.Itoa(schemaVersion)))
 		}
 		return nil

@@ -156,15 +156,22 @@ func TestOlderSchemaUpgraded(t *testing.T) {
 		}
 		return v
 	}
+	if s.UpgradedFrom() != 0 {
+		t.Fatalf("a new file says it was upgraded from schema %d", s.UpgradedFrom())
+	}
 	schema("1")
 	s, err = store.Open(dir, store.Options{})
 	if err != nil {
 		t.Fatalf("Open of a schema 1 file: %v", err)
 	}
 	s.Close()
-	if v := schema(""); v != "2" {
-		t.Fatalf("schema %q after opening a schema 1 file, want 2", v)
+	if v := schema(""); v != "2" || s.UpgradedFrom() != 1 {
+		t.Fatalf("schema %q after opening a schema 1 file, upgraded from %d; want 2, from 1", v, s.UpgradedFrom())
 	}
+	if s, err = store.Open(dir, store.Options{}); err != nil || s.UpgradedFrom() != 0 {
+		t.Fatalf("reopening the upgraded file: %v, upgraded from %d; want no upgrade", err, s.UpgradedFrom())
+	}
+	s.Close()
 }
 
 // damage overwrites n bytes at off of the store file in dir with bytes from a fixed seed.

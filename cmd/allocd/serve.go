@@ -184,6 +184,10 @@ func runServe(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return err
 		}
 		log.Info().Str("path", bolt.Path()).Msg("store opened")
+		if n := bolt.UpgradedFrom(); n > 0 {
+			log.Warn().Str("path", bolt.Path()).Int("fromSchema", n).
+				Msg("store schema upgraded: an allocd older than this one now refuses the file")
+		}
 		st, closeStore = bolt, bolt.Close
 	}
 	defer func() {

@@ -194,6 +194,10 @@ func openHA(ctx context.Context, f *serveFlags, log zerolog.Logger) (*haOpen, er
 	}
 	h.store, h.keeper = st, leaderKeeper{keeper, log}
 	log.Info().Strs("etcd", f.etcd.urls()).Str("prefix", f.etcd.prefix).Msg("store opened on etcd")
+	if u, ok := st.(interface{ UpgradedFrom() int }); ok && u.UpgradedFrom() > 0 {
+		log.Warn().Str("prefix", f.etcd.prefix).Int("fromSchema", u.UpgradedFrom()).
+			Msg("store schema upgraded: stop replicas older than this one, which misread it")
+	}
 	return h, nil
 }
 

@@ -101,7 +101,15 @@ type Store struct {
 	wmu    sync.Mutex // serializes writes
 	ctx    context.Context
 	cancel context.CancelFunc
+	// upgradedFrom is the schema version under the prefix when Open wrote the current one
+	// over it; 0 when it needed none.
+	upgradedFrom int
 }
+
+// UpgradedFrom is the schema version under the prefix when Open upgraded it to this version's,
+// or 0 when it needed no upgrade (or another replica upgraded it first). From then on an allocd
+// older than this one refuses the prefix.
+func (s *Store) UpgradedFrom() int { return s.upgradedFrom }
 
 type fence struct {
 	key string
@@ -174,11 +182,14 @@ func (s *Store) init(ctx context.Context) error {
 		// the value read (another replica may have written it first).
 		uctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 		defer cancel()
-		_, err := s.cli.Txn(uctx).
+		resp, err := s.cli.Txn(uctx).
 			If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
 			Then(clientv3.OpPut(key, strconv.Itoa(schemaVersion))).Commit()
 		if err != nil {
 			return s.etcdErr(err, false)
+		}
+		if resp.Succeeded {
+			s.upgradedFrom = n
 		}
 	}
 	return nil

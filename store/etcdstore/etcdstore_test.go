@@ -387,6 +387,9 @@ func TestDamagedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open of schema 1: %v", err)
 	}
+	if n := old.UpgradedFrom(); n != 1 {
+		t.Errorf("Open of schema 1 says it upgraded from %d, want 1", n)
+	}
 	old.Close()
 	if resp, err := cli.Get(ctx(t), "/old/meta/schema"); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "2" {
 		t.Errorf("schema after opening a schema 1 prefix: %v, %v; want 2", resp, err)
