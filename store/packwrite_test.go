@@ -156,21 +156,30 @@ func TestPackOverSpans(t *testing.T) {
 // in order (unsorted, one missing, one not assigned, repeated) are not trusted.
 func TestKeysInOrder(t *testing.T) {
 	qs := []abi.Queue{{Topic: "T", BrokerName: "a", QueueID: 0}, {Topic: "T", BrokerName: "a", QueueID: 1}, {Topic: "T", BrokerName: "b", QueueID: 0}}
-	g := Generation{Group: "g", Topic: "T", Number: 1, At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]}}
-	want, err := g.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
+	gens := []Generation{
+		{Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]}},
+		// Client ids and a target with the same keys: each map is checked as it is read.
+		{Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]},
+			CIDs:   map[string]string{"x": "cx", "y": "cy", "z": "cz"},
+			Target: map[string][]abi.Queue{"x": qs[2:], "y": qs[:1], "z": qs[1:2]}},
+		// A target with other keys, and client ids with a foreign one.
+		{Assignment: map[string][]abi.Queue{"x": qs[:1], "y": qs[1:2], "z": qs[2:]},
+			CIDs:   map[string]string{"x": "cx", "y": "cy", "w": "cw"},
+			Target: map[string][]abi.Queue{"w": qs[:2], "z": qs[2:]}},
 	}
-	for _, keys := range [][]string{{"x", "y", "z"}, {"y", "x", "z"}, {"x", "y"}, {"x", "y", "w"}, {"x", "x", "z"}, {"x", "y", "z", "zz"}} {
-		h := g
-		h.KeysInOrder(keys)
-		if got := h.assignmentKeys(); !slices.Equal(got, []string{"x", "y", "z"}) {
-			t.Errorf("offered %q: keys %q", keys, got)
+	for n, g := range gens {
+		g.Group, g.Topic, g.Number, g.At = "g", "T", 1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		want, err := g.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
 		}
-		got, err := h.MarshalJSON()
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("offered %q: %v\n%s\nwant\n%s", keys, err, got, want)
+		for _, keys := range [][]string{{"x", "y", "z"}, {"y", "x", "z"}, {"x", "y"}, {"x", "y", "w"}, {"w", "x", "y"}, {"x", "x", "z"}, {"x", "y", "z", "zz"}} {
+			h := g
+			h.KeysInOrder(keys)
+			got, err := h.MarshalJSON()
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("generation %d, offered %q: %v\n%s\nwant\n%s", n, keys, err, got, want)
+			}
 		}
 	}
 }
