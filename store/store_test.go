@@ -135,30 +135,7 @@ func TestOlderSchemaUpgraded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	schema := func(set string) string {
-		t.Helper()
-		db, err := bolt.Open(filepath.Join(dir, store.FileName), 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		var v string
-		err = db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket([]byte("meta"))
-			v = string(meta.Get([]byte("schema")))
-			if set != "" {
-				return meta.Put([]byte("schema"), []byte(set))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if s.UpgradedFrom() != 0 {
-		t.Fatalf("a new file says it was upgraded from schema %d", s.UpgradedFrom())
-	}
+	schema := func(set string) string { return storetest.BoltSchema(t, dir, set) }
 	schema("1")
 	s, err = store.Open(dir, store.Options{})
 	if err != nil {

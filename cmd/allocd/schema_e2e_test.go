@@ -3,15 +3,12 @@ package main_test
 import (
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/allocd/allocd/internal/wasmbuild"
-	"github.com/allocd/allocd/store"
+	"github.com/allocd/allocd/store/storetest"
 )
 
 // TestStoreSchemaUpgradeOnOpen: allocd serve opens a data folder of schema 1 (the version before
@@ -43,27 +40,7 @@ func TestStoreSchemaUpgradeOnOpen(t *testing.T) {
 		t.Fatal("no history before the restart")
 	}
 	d.stop()
-	schema := func(set string) string {
-		t.Helper()
-		db, err := bolt.Open(filepath.Join(data, store.FileName), 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		var v string
-		err = db.Update(func(tx *bolt.Tx) error {
-			meta := tx.Bucket([]byte("meta"))
-			v = string(meta.Get([]byte("schema")))
-			if set != "" {
-				return meta.Put([]byte("schema"), []byte(set))
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	schema := func(set string) string { return storetest.BoltSchema(t, data, set) }
 	if v := schema("1"); v != "2" {
 		t.Fatalf("a new data folder has schema %q, want 2", v)
 	}
