@@ -315,23 +315,18 @@ func (g *group) sortedMembers(topic string) []*member {
 	return ms
 }
 
-// addMember adds m to members and to byKey at its key's place (after members of an equal
+// addMember adds m to members and to byKey at its key's place (before members of an equal
 // key, which live members never share).
 func (g *group) addMember(m *member) {
 	g.members[m.cid] = m
-	i, _ := slices.BinarySearchFunc(g.byKey, m.key, func(x *member, key string) int {
-		if x.key <= key {
-			return -1
-		}
-		return 1
-	})
+	i, _ := slices.BinarySearchFunc(g.byKey, m.key, compareKey)
 	g.byKey = slices.Insert(g.byKey, i, m)
 }
 
 // deleteMember removes m from members and byKey.
 func (g *group) deleteMember(m *member) {
 	delete(g.members, m.cid)
-	i, _ := slices.BinarySearchFunc(g.byKey, m.key, func(x *member, key string) int { return strings.Compare(x.key, key) })
+	i, _ := slices.BinarySearchFunc(g.byKey, m.key, compareKey)
 	for ; i < len(g.byKey) && g.byKey[i].key == m.key; i++ {
 		if g.byKey[i] == m {
 			g.byKey = slices.Delete(g.byKey, i, i+1)
@@ -339,3 +334,6 @@ func (g *group) deleteMember(m *member) {
 		}
 	}
 }
+
+// compareKey orders a member against a key, for binary searches of byKey.
+func compareKey(x *member, key string) int { return strings.Compare(x.key, key) }

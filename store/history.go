@@ -65,29 +65,30 @@ const HistoryPartSize = 64 << 10
 func historyPartKey(key string, n int) string { return key + "\x00" + fmt.Sprintf("%08x", uint32(n)) }
 
 // historyPart reads a key under HistoryPrefix(group, topic), which is prefixLen bytes long: the
-// key of its record and the part number, 0 for a record's own key. ok is false for a key of
-// neither shape.
-func historyPart(key string, prefixLen int) (record string, part int, ok bool) {
+// key of its record, the record's generation number, and the part number, 0 for a record's own
+// key. ok is false for a key of neither shape.
+func historyPart(key string, prefixLen int) (record string, number int64, part int, ok bool) {
 	if len(key) < prefixLen+16 {
-		return "", 0, false
+		return "", 0, 0, false
 	}
-	if _, err := strconv.ParseUint(key[prefixLen:prefixLen+16], 16, 63); err != nil {
-		return "", 0, false
+	n, err := strconv.ParseUint(key[prefixLen:prefixLen+16], 16, 63)
+	if err != nil {
+		return "", 0, 0, false
 	}
 	switch len(key) - prefixLen {
 	case 16:
-		return key, 0, true
+		return key, int64(n), 0, true
 	case 16 + 1 + 8:
 		if key[prefixLen+16] != 0 {
-			return "", 0, false
+			return "", 0, 0, false
 		}
-		n, err := strconv.ParseUint(key[prefixLen+17:], 16, 32)
-		if err != nil || n == 0 {
-			return "", 0, false
+		p, err := strconv.ParseUint(key[prefixLen+17:], 16, 32)
+		if err != nil || p == 0 {
+			return "", 0, 0, false
 		}
-		return key[:prefixLen+16], int(n), true
+		return key[:prefixLen+16], int64(n), int(p), true
 	}
-	return "", 0, false
+	return "", 0, 0, false
 }
 
 // PutHistory stores the history record of generation number of (group, topic): under its
@@ -114,6 +115,7 @@ func ListHistory(tx Tx, group, topic string, fn func(number int64, value []byte)
 	prefix := HistoryPrefix(group, topic)
 	var (
 		pending string // the key of a record whose parts are being joined in buf
+		number  int64  // its generation number
 		parts   int    // the parts of it joined so far
 		buf     []byte
 	)
@@ -121,15 +123,11 @@ func ListHistory(tx Tx, group, topic string, fn func(number int64, value []byte)
 		if pending == "" {
 			return nil
 		}
-		n, err := HistoryNumber(pending)
 		pending = ""
-		if err != nil {
-			return err
-		}
-		return fn(n, buf)
+		return fn(number, buf)
 	}
 	err := tx.List(HistoryBucket, prefix, func(key string, value []byte) error {
-		record, part, ok := historyPart(key, len(prefix))
+		record, n, part, ok := historyPart(key, len(prefix))
 		switch {
 		case !ok:
 			return nil // not a history key (none is written under this prefix)
@@ -145,13 +143,9 @@ func ListHistory(tx Tx, group, topic string, fn func(number int64, value []byte)
 			return err
 		}
 		if len(value) < HistoryPartSize { // whole: no part follows
-			n, err := HistoryNumber(key)
-			if err != nil {
-				return err
-			}
 			return fn(n, value)
 		}
-		pending, parts, buf = key, 1, append(buf[:0], value...)
+		pending, number, parts, buf = key, n, 1, append(buf[:0], value...)
 		return nil
 	})
 	if err != nil {
@@ -175,7 +169,7 @@ func GetHistory(tx Tx, group, topic string, number int64) ([]byte, bool, error) 
 	}
 	next := 1
 	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
-		if record, n, ok := historyPart(k, len(key)-16); ok && record == key {
+		if record, _, n, ok := historyPart(k, len(key)-16); ok && record == key {
 			if n != next {
 				return errPartAlone(k)
 			}
@@ -210,12 +204,13 @@ type Retention struct {
 // its parts. at reads a record's time; a record it cannot read counts as old.
 func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func(value []byte) (time.Time, error)) (int, error) {
 	prefix := HistoryPrefix(group, topic)
-	var keys []string // every history key, parts included, in order
-	var records []int // the index in keys of each record's own key
+	var keys []string   // every history key, parts included, in order
+	var records []int   // the index in keys of each record's own key
+	var numbers []int64 // each record's generation number
 	err := tx.List(HistoryBucket, prefix, func(key string, _ []byte) error {
-		if _, part, ok := historyPart(key, len(prefix)); ok {
+		if _, n, part, ok := historyPart(key, len(prefix)); ok {
 			if part == 0 {
-				records = append(records, len(keys))
+				records, numbers = append(records, len(keys)), append(numbers, n)
 			}
 			keys = append(keys, key)
 		}
@@ -241,8 +236,7 @@ func TrimHistory(tx Tx, group, topic string, r Retention, now time.Time, at func
 		if ok {
 			t, err := at(value)
 			if err != nil && len(value) >= HistoryPartSize {
-				n, _ := HistoryNumber(key)
-				if value, _, err = GetHistory(tx, group, topic, n); err == nil {
+				if value, _, err = GetHistory(tx, group, topic, numbers[drop]); err == nil {
 					t, err = at(value)
 				}
 			}
