@@ -136,6 +136,9 @@ type Coordinator struct {
 	log   zerolog.Logger
 	m     *metrics
 
+	hold holdScratch    // holdBack's working arrays (under mu)
+	hist historyScratch // the history records' packers and buffers (under mu)
+
 	tickMu sync.Mutex // one Tick at a time
 
 	mu         sync.Mutex

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"github.com/allocd/allocd/abi"
 	"testing"
 	"time"
 
@@ -13,11 +14,11 @@ import (
 func TestHandoffDeadlineFollowsTheGeneration(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	gen := func(deadlines ...time.Time) *store.Generation {
-		g := &store.Generation{}
-		for _, d := range deadlines {
-			g.Handoffs = append(g.Handoffs, model.Handoff{From: "a", To: "b", Deadline: d})
+		var hs []model.Handoff
+		for i, d := range deadlines {
+			hs = append(hs, model.Handoff{Queue: abi.Queue{Topic: "T", BrokerName: "b", QueueID: int32(i)}, From: "a", To: "b", Deadline: d})
 		}
-		return g
+		return &store.Generation{Handoffs: store.HandoffsOf(hs)}
 	}
 	st := &topicState{}
 	if d := st.handoffDeadline(); !d.IsZero() || st.anyLate(at) {

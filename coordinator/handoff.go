@@ -108,8 +108,8 @@ func (ho *handoffState) load(gen *store.Generation) {
 	for key, qs := range gen.Assignment {
 		ho.add(key, qs)
 	}
-	for _, h := range gen.Handoffs {
-		ho.holding(h.From).addOne(h.Queue)
+	for i, q := range gen.Handoffs.Queues() {
+		ho.holding(gen.Handoffs.From(i)).addOne(q)
 	}
 	ho.recent = []recentGen{{gen.Number, gen.Assignment}}
 	ho.confirmed = nil
@@ -260,11 +260,34 @@ func (c *Coordinator) waitsFor(g *group, key string, now time.Time) bool {
 	return now.Before(c.graceUntil)
 }
 
+// waitingHolders are the keys, in order, of those that may hold some of st's queues and that
+// a handoff waits for (waitsFor). Past the restart grace they are live members, which the group
+// keeps in key order: 10,000 keys are picked out in order rather than sorted each rebalance.
+func (c *Coordinator) waitingHolders(g *group, st *topicState, now time.Time) []string {
+	keys := make([]string, 0, len(st.ho.holds))
+	if now.Before(c.graceUntil) {
+		for key, h := range st.ho.holds {
+			if len(h.lists) > 0 && c.waitsFor(g, key, now) {
+				keys = append(keys, key)
+			}
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	for _, m := range g.byKey {
+		// g.keys names one member per key: the live one, which byKey may list among others.
+		if h := st.ho.holds[m.key]; h != nil && len(h.lists) > 0 && g.keys[m.key] == m && m.confirms {
+			keys = append(keys, m.key)
+		}
+	}
+	return keys
+}
+
 // cooperate turns a freshly computed generation into what members may be told under b: in
 // cooperative mode, the strategy's answer minus the queues another live member may still hold.
 // t, when not nil, is a table of the answer's queues.
 func (c *Coordinator) cooperate(g *group, st *topicState, gen *store.Generation, b Binding, t *store.QueueTable, now time.Time) {
-	gen.Target, gen.Handoffs = nil, nil
+	gen.Target, gen.Handoffs = nil, store.Handoffs{}
 	if handoffMode(b) != HandoffCooperative || !usesPlugin(b) {
 		return
 	}
@@ -283,15 +306,9 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	// The two smallest keys that may hold each queue, as 1 + their rank among the waiting
 	// holders' keys in order (0: none): the smallest other than a queue's new owner is one of
 	// them. Keys are taken in order, so a key seen later never comes before one seen earlier.
-	keys := make([]string, 0, len(st.ho.holds))
-	for key, h := range st.ho.holds {
-		if len(h.lists) > 0 && c.waitsFor(g, key, now) {
-			keys = append(keys, key)
-		}
-	}
-	slices.Sort(keys)
+	keys := c.waitingHolders(g, st, now)
 	rank := make(map[string]int32, len(keys))
-	first, second := make([]int32, t.Len()), make([]int32, t.Len())
+	first, second := c.hold.slots(&c.hold.first, t.Len()), c.hold.slots(&c.hold.second, t.Len())
 	var slots []int32
 	for r, key := range keys {
 		k := int32(r + 1)
@@ -310,10 +327,10 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		}
 	}
 	var started []int32 // slot -> 1 + the index of the handoff under way in st.gen.Handoffs
-	if st.gen != nil && len(st.gen.Handoffs) > 0 {
-		started = make([]int32, t.Len())
-		for n, h := range st.gen.Handoffs {
-			if i := t.Index(h.Queue); i >= 0 {
+	if st.gen != nil && st.gen.Handoffs.Len() > 0 {
+		started = c.hold.slots(&c.hold.started, t.Len())
+		for n := range st.gen.Handoffs.Len() {
+			if i := st.gen.Handoffs.SlotIn(t, n); i >= 0 {
 				started[i] = int32(n + 1)
 			}
 		}
@@ -321,7 +338,7 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	// The new owners, numbered from 1; heldFor[slot] is the one a held-back queue is for.
 	owners := make([]string, 1, len(target)+1)
 	ownerRank := make([]int32, 1, len(target)+1)
-	heldFor := make([]int32, t.Len())
+	heldFor := c.hold.slots(&c.hold.heldFor, t.Len())
 	held := 0
 	eff := make(map[string][]abi.Queue, len(target))
 	for key, qs := range target {
@@ -351,15 +368,16 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		}
 		eff[key] = out
 	}
-	gen.Assignment, gen.Target, gen.Handoffs = eff, nil, nil
+	gen.Assignment, gen.Target, gen.Handoffs = eff, nil, store.Handoffs{}
 	if held == 0 {
 		return
 	}
 	since, deadline := now.UTC(), now.Add(c.revokeTimeout(b)).UTC()
-	// Each handoff is written in place: building one and appending it copied its 120 bytes a
-	// second time (RATIONALE.md, "Why a handoff is written in place").
-	hs := make([]model.Handoff, held)
-	k := 0
+	// The handoffs are slots of t, naming members by their index in keys and then owners, a
+	// new owner that also waits by its index in keys (RATIONALE.md, "Why a generation's
+	// handoffs are slots").
+	names := append(slices.Clip(keys), owners[1:]...)
+	hs := store.NewHandoffs(t, names, held)
 	for i, to := range heldFor {
 		if to == 0 {
 			continue
@@ -368,17 +386,34 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 		if from == ownerRank[to] {
 			from = second[i]
 		}
-		h := &hs[k]
-		k++
-		h.Queue, h.From, h.To, h.Since, h.Deadline = t.Queue(i), keys[from-1], owners[to], since, deadline
+		s, d := since, deadline
 		if started != nil && started[i] > 0 {
-			if old := &st.gen.Handoffs[started[i]-1]; old.From == h.From {
-				h.Since, h.Deadline = old.Since, old.Deadline
+			if old, n := &st.gen.Handoffs, int(started[i]-1); old.From(n) == keys[from-1] {
+				s, d = old.Since(n), old.Deadline(n)
 			}
 		}
+		toName := len(keys) + int(to) - 1
+		if r := ownerRank[to]; r != 0 {
+			toName = int(r) - 1
+		}
+		hs.Add(i, int(from-1), toName, s, d)
 	}
-	// k is held: no queue is in two lists of a validated answer, so none is held back twice.
-	gen.Target, gen.Handoffs = target, hs[:k]
+	gen.Target, gen.Handoffs = target, hs
+}
+
+// holdScratch is holdBack's working memory, kept from one call to the next: arrays indexed by
+// a topic's queue slots, which for 100,000 queues were 1.6 MB allocated a rebalance. It keeps
+// the largest topic's, 16 bytes a queue. holdBack reads none of it once it returns.
+type holdScratch struct{ first, second, heldFor, started []int32 }
+
+// slots is *p cleared to n slots, grown first when it is shorter.
+func (s *holdScratch) slots(p *[]int32, n int) []int32 {
+	if cap(*p) < n {
+		*p = make([]int32, n)
+	}
+	*p = (*p)[:n]
+	clear(*p)
+	return *p
 }
 
 // target is the strategy's answer in gen: Target when queues are held back, else Assignment.
@@ -395,13 +430,13 @@ func (c *Coordinator) handoffs(batch []pending, now time.Time) []pending {
 	var out []pending
 	for _, g := range c.groups {
 		for _, st := range g.topics {
-			if st.gen == nil || len(st.gen.Handoffs) == 0 || st.computing ||
+			if st.gen == nil || st.gen.Handoffs.Len() == 0 || st.computing ||
 				slices.ContainsFunc(batch, func(p pending) bool { return p.st == st }) {
 				continue
 			}
 			gen := *st.gen
 			gen.CIDs = maps.Clone(st.gen.CIDs)
-			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, nil, now)
+			c.holdBack(g, st, &gen, st.gen.Target, g.cfg.Binding, c.tableOf(st, st.gen.Target), now)
 			if equalAssignment(gen.Assignment, st.gen.Assignment) {
 				continue
 			}
@@ -412,20 +447,64 @@ func (c *Coordinator) handoffs(batch []pending, now time.Time) []pending {
 	return out
 }
 
+// tableOf is the table of st's topic's read queues when it has every queue of target (a
+// handoff generation's, computed from them), else nil: then holdBack builds one of target's.
+func (c *Coordinator) tableOf(st *topicState, target map[string][]abi.Queue) *store.QueueTable {
+	rl := c.readLists[st.name]
+	if rl == nil {
+		return nil
+	}
+	t := rl.table()
+	var slots []int32
+	for _, qs := range target {
+		slots = t.AppendSlots(slots[:0], qs)
+		if slices.Contains(slots, -1) {
+			return nil
+		}
+	}
+	return t
+}
+
 // releases lists, by previous owner, the held-back queues of st's generation that gen gives to
 // the member they were held back for, and why they were let go.
 func (c *Coordinator) releases(g *group, st *topicState, gen *store.Generation, now time.Time) []model.Release {
 	if st.gen == nil {
 		return nil
 	}
-	by := map[string][]abi.Queue{}
-	for _, h := range st.gen.Handoffs {
-		if slices.Contains(gen.Assignment[h.To], h.Queue) {
-			by[h.From] = append(by[h.From], h.Queue)
+	// The released handoffs are counted by previous owner first, and each owner's queues laid
+	// out in one array: appending 50,000 queues to 5,000 lists grew each through its doublings,
+	// 10 MB a handoff generation of 100,000 queues.
+	hs := &st.gen.Handoffs
+	released := make([]bool, hs.Len())
+	count := map[string]int{}
+	total := 0
+	for i, q := range hs.Queues() {
+		if slices.Contains(gen.Assignment[hs.To(i)], q) {
+			released[i] = true
+			count[hs.From(i)]++
+			total++
+		}
+	}
+	froms := make([]string, 0, len(count))
+	for from := range count {
+		froms = append(froms, from)
+	}
+	slices.Sort(froms)
+	all := make([]abi.Queue, 0, total)
+	by := make(map[string][]abi.Queue, len(count))
+	for _, from := range froms {
+		n := count[from]
+		by[from] = all[len(all) : len(all) : len(all)+n]
+		all = all[:len(all)+n]
+	}
+	for i, q := range hs.Queues() {
+		if released[i] {
+			from := hs.From(i)
+			by[from] = append(by[from], q)
 		}
 	}
 	out := make([]model.Release, 0, len(by))
-	for _, from := range slices.Sorted(maps.Keys(by)) {
+	for _, from := range froms {
 		reason := st.ho.reasons[from]
 		if reason == "" {
 			reason = model.ReleaseConfirmed
@@ -504,7 +583,7 @@ func (c *Coordinator) confirmApplied(g *group, m *member) {
 // letGo reports whether a member key let go of a queue held back from its new owner in gen:
 // one of held not in now that gen's handoffs (sorted by queue) name it the previous owner of.
 func (c *Coordinator) letGo(gen *store.Generation, key string, held, now *holding) bool {
-	if len(gen.Handoffs) == 0 {
+	if gen.Handoffs.Len() == 0 {
 		return false
 	}
 	for _, l := range held.lists {
@@ -512,8 +591,7 @@ func (c *Coordinator) letGo(gen *store.Generation, key string, held, now *holdin
 			if now.has(q) {
 				continue
 			}
-			i, found := slices.BinarySearchFunc(gen.Handoffs, q, func(h model.Handoff, q abi.Queue) int { return abi.CompareQueues(h.Queue, q) })
-			if found && gen.Handoffs[i].From == key {
+			if i, found := gen.Handoffs.Search(q); found && gen.Handoffs.From(i) == key {
 				return true
 			}
 		}
@@ -529,7 +607,7 @@ func (c *Coordinator) dropHolds(g *group, key, reason string) {
 		}
 		delete(st.ho.holds, key)
 		delete(st.ho.confirmed, key)
-		if st.gen != nil && slices.ContainsFunc(st.gen.Handoffs, func(h model.Handoff) bool { return h.From == key }) {
+		if st.gen != nil && handsOff(&st.gen.Handoffs, key) {
 			if st.ho.reasons == nil {
 				st.ho.reasons = map[string]string{}
 			}
@@ -537,6 +615,16 @@ func (c *Coordinator) dropHolds(g *group, key, reason string) {
 			c.poke()
 		}
 	}
+}
+
+// handsOff reports whether one of hs is from member key.
+func handsOff(hs *store.Handoffs, key string) bool {
+	for i := range hs.Len() {
+		if hs.From(i) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // revokeTimeouts removes the members that have held a queue past its handoff's deadline, and
@@ -548,12 +636,14 @@ func (c *Coordinator) revokeTimeouts(now time.Time) {
 			if !st.anyLate(now) {
 				continue
 			}
-			for _, h := range st.gen.Handoffs {
-				if now.Before(h.Deadline) {
+			hs := &st.gen.Handoffs
+			for i, q := range hs.Queues() {
+				if now.Before(hs.Deadline(i)) {
 					continue
 				}
-				if m := g.keys[h.From]; m != nil && st.ho.holds[h.From].has(h.Queue) {
-					late[m] = append(late[m], h.Queue)
+				from := hs.From(i)
+				if m := g.keys[from]; m != nil && st.ho.holds[from].has(q) {
+					late[m] = append(late[m], q)
 				}
 			}
 		}
@@ -599,12 +689,13 @@ func (st *topicState) handoffDeadlines() {
 		return
 	}
 	var d, first time.Time
-	for i, h := range st.gen.Handoffs {
-		if d.IsZero() || h.Deadline.Before(d) {
-			d = h.Deadline
+	for i := range st.gen.Handoffs.Len() {
+		hd := st.gen.Handoffs.Deadline(i)
+		if d.IsZero() || hd.Before(d) {
+			d = hd
 		}
-		if i == 0 || h.Deadline.Before(first) {
-			first = h.Deadline
+		if i == 0 || hd.Before(first) {
+			first = hd
 		}
 	}
 	st.deadlineOf, st.deadline, st.first = st.gen, d, first
@@ -612,7 +703,7 @@ func (st *topicState) handoffDeadlines() {
 
 // anyLate reports whether one of st.gen's handoffs may be past its deadline at now.
 func (st *topicState) anyLate(now time.Time) bool {
-	if st.gen == nil || len(st.gen.Handoffs) == 0 {
+	if st.gen == nil || st.gen.Handoffs.Len() == 0 {
 		return false
 	}
 	st.handoffDeadlines()
@@ -621,13 +712,10 @@ func (st *topicState) anyLate(now time.Time) bool {
 
 // handoffsByCID rekeys handoffs from member keys to client ids, for the status.
 func handoffsByCID(gen *store.Generation) []model.Handoff {
-	if len(gen.Handoffs) == 0 {
-		return nil
-	}
-	out := make([]model.Handoff, len(gen.Handoffs))
-	for i, h := range gen.Handoffs {
+	out := gen.Handoffs.List()
+	for i := range out {
+		h := &out[i]
 		h.From, h.To = cidOf(gen, h.From), cidOf(gen, h.To)
-		out[i] = h
 	}
 	return out
 }

@@ -215,14 +215,67 @@ func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []mo
 type historyRecord struct {
 	entry  model.HistoryEntry
 	packed *store.MovesPacker
-	moved  int // the number of moves
+	moved  int    // the number of moves
+	out    []byte // the record as last written (marshal), to be reused once it is stored
 }
 
-func (r *historyRecord) marshal() ([]byte, error) {
+// marshal writes the record, a packed one into dst's room.
+func (r *historyRecord) marshal(dst []byte) ([]byte, error) {
 	if r.packed != nil {
-		return store.MarshalPackedHistoryEntry(r.entry, r.packed)
+		return store.AppendPackedHistoryEntry(dst, r.entry, r.packed)
 	}
 	return store.MarshalHistoryEntry(r.entry)
+}
+
+// historyScratch keeps what the last batch's history records were coded and written in, for
+// the next batch (under the coordinator's mutex): a rebalance of 100,000 queues codes 50,000
+// moves and handoffs into 1.5 MB of buffers and writes a 1.3 MB record, allocated afresh each
+// time otherwise (RATIONALE.md, "Why a rebalance's buffers are kept for the next"). It keeps
+// two of each.
+type historyScratch struct {
+	packers []*store.MovesPacker
+	bufs    [][]byte
+}
+
+const maxHistoryScratch = 2
+
+// packer is an empty packer, a kept one when there is one.
+func (h *historyScratch) packer() *store.MovesPacker {
+	if n := len(h.packers); n > 0 {
+		pk := h.packers[n-1]
+		h.packers = h.packers[:n-1]
+		return pk
+	}
+	return store.NewMovesPacker()
+}
+
+// buf is an empty buffer, a kept one when there is one.
+func (h *historyScratch) buf() []byte {
+	if n := len(h.bufs); n > 0 {
+		b := h.bufs[n-1]
+		h.bufs = h.bufs[:n-1]
+		return b[:0]
+	}
+	return nil
+}
+
+// keepPacker takes pk back, emptied; nothing it coded may be read after.
+func (h *historyScratch) keepPacker(pk *store.MovesPacker) {
+	if pk != nil && len(h.packers) < maxHistoryScratch {
+		pk.Reset()
+		h.packers = append(h.packers, pk)
+	}
+}
+
+// keep takes back the packers and buffers of stored records, which are not read after.
+func (h *historyScratch) keep(recs []*historyRecord) {
+	for _, r := range recs {
+		h.keepPacker(r.packed)
+		if cap(r.out) > 0 && len(h.bufs) < maxHistoryScratch {
+			h.bufs = append(h.bufs, r.out)
+		}
+		r.packed, r.out = nil, nil
+	}
 }
 
 // historyEntry describes the publication of p.gen over the generation in force.
@@ -248,11 +301,13 @@ func (c *Coordinator) historyEntry(p pending) historyRecord {
 	} else if rl := c.readLists[p.st.name]; rl != nil {
 		t = rl.t // a handoff generation's queues are the topic's too
 	}
-	pk, n, next, ok := packHistoryMoves(p.st.gen, p.gen, t, e.Trigger.Released, p.st.owners)
+	pk := c.hist.packer()
+	n, next, ok := packHistoryMoves(pk, p.st.gen, p.gen, t, e.Trigger.Released, p.st.owners)
 	p.st.owners = next // describes p.gen: of no use unless p.gen is installed
 	if ok {
 		return historyRecord{entry: e, packed: pk, moved: n}
 	}
+	c.hist.keepPacker(pk)
 	e.Moves, e.Pending = moves(p.st.gen, p.gen, t), handoffsByCID(p.gen)
 	return historyRecord{entry: e, moved: len(e.Moves)}
 }
@@ -290,24 +345,24 @@ func (o *ownerSlots) fill(owners []int32, t *store.QueueTable, gen *store.Genera
 	return true
 }
 
-// packHistoryMoves codes, for gen's history record, the moves from old to gen (what moves
-// lists), the released queues and gen's pending handoffs by client id (what handoffsByCID
-// lists), in the order MarshalHistoryEntry codes them, so that the record is byte for byte the
-// one it writes from the spelled-out entry (TestPackedHistoryMoves). The owners are compared
-// as client indices over t (or a table built here when t lacks a queue): no model.Move or
-// model.Handoff is built. It fails, and the caller spells the moves out, when the handoffs or a
-// release's queues are not in queue order.
-func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released []model.Release, prev *slotOwners) (*store.MovesPacker, int, *slotOwners, bool) {
+// packHistoryMoves codes into pk (empty), for gen's history record, the moves from old to gen
+// (what moves lists), the released queues and gen's pending handoffs by client id (what
+// handoffsByCID lists), in the order MarshalHistoryEntry codes them, so that the record is byte
+// for byte the one it writes from the spelled-out entry (TestPackedHistoryMoves). It returns
+// the number of moves. The owners are compared as client indices over t (or a table built here
+// when t lacks a queue): no model.Move or model.Handoff is built. It fails, and the caller
+// spells the moves out, when a release's queues are not in queue order (a generation's
+// handoffs always are).
+func packHistoryMoves(pk *store.MovesPacker, old, gen *store.Generation, t *store.QueueTable, released []model.Release, prev *slotOwners) (int, *slotOwners, bool) {
 	o, t, before, after := compareOwners(old, gen, t, prev)
 	next := &slotOwners{gen: gen, t: t, o: o, slots: after}
-	pk := store.NewMovesPacker()
 	n := 0
 	for i := range before {
 		if before[i] != after[i] {
 			n++
 		}
 	}
-	pk.Grow(n, len(gen.Handoffs), len(o.cids))
+	pk.Grow(n, gen.Handoffs.Len(), len(o.cids))
 	client := make([]int64, len(o.cids)) // owner index -> 1 + its index in pk's client table
 	clientOf := func(i int32) uint64 {
 		if client[i] == 0 {
@@ -318,28 +373,29 @@ func packHistoryMoves(old, gen *store.Generation, t *store.QueueTable, released 
 	for i := range before {
 		if before[i] != after[i] {
 			if !pk.Move(t.Queue(i), clientOf(before[i]), clientOf(after[i])) {
-				return nil, 0, next, false // a negative queue id
+				return 0, next, false // a negative queue id
 			}
 		}
 	}
 	if !pk.Released(released) {
-		return nil, 0, next, false
+		return 0, next, false
 	}
 	// Handoffs name member keys; runs of them share their members.
 	var lastFrom, lastTo string
 	var from, to uint64
-	for i, h := range gen.Handoffs {
-		if i == 0 || h.From != lastFrom {
-			lastFrom, from = h.From, pk.Client(cidOf(gen, h.From))
+	hs := &gen.Handoffs
+	for i, q := range hs.Queues() {
+		if hf := hs.From(i); i == 0 || hf != lastFrom {
+			lastFrom, from = hf, pk.Client(cidOf(gen, hf))
 		}
-		if i == 0 || h.To != lastTo {
-			lastTo, to = h.To, pk.Client(cidOf(gen, h.To))
+		if ht := hs.To(i); i == 0 || ht != lastTo {
+			lastTo, to = ht, pk.Client(cidOf(gen, ht))
 		}
-		if !pk.Pending(h.Queue, from, to, h.Since, h.Deadline) {
-			return nil, 0, next, false
+		if !pk.Pending(q, from, to, hs.Since(i), hs.Deadline(i)) {
+			return 0, next, false
 		}
 	}
-	return pk, n, next, true
+	return n, next, true
 }
 
 // compareOwners finds the owners of old's and gen's queues by client, slot by slot over t (or
@@ -443,6 +499,7 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	for _, e := range entries {
 		c.m.moved.WithLabelValues(e.entry.Group).Observe(float64(e.moved))
 	}
+	c.hist.keep(entries)
 	return nil
 }
 
@@ -475,10 +532,11 @@ func (c *Coordinator) storeGenerationsTx(gtx store.GenerationTx, gens []store.Ge
 func (c *Coordinator) writeHistory(tx store.Tx, entries []*historyRecord, now time.Time) error {
 	r := store.Retention{Count: c.opts.HistoryLimit, MaxAge: c.opts.HistoryMaxAge}
 	for _, rec := range entries {
-		b, err := rec.marshal()
+		b, err := rec.marshal(c.hist.buf())
 		if err != nil {
 			return err
 		}
+		rec.out = b
 		e := &rec.entry
 		if err := store.PutHistory(tx, e.Group, e.Topic, e.Generation, b); err != nil {
 			return err

@@ -23,6 +23,7 @@ func randomGeneration(r *rand.Rand, keys []string, cidSuffix string, brokers, pe
 		gen.Assignment[k] = []abi.Queue{}
 		gen.CIDs[k] = k + cidSuffix
 	}
+	var hs []model.Handoff
 	for b := range brokers {
 		for id := range perBroker {
 			q := abi.Queue{Topic: "T", BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(id * 2)}
@@ -33,12 +34,13 @@ func randomGeneration(r *rand.Rand, keys []string, cidSuffix string, brokers, pe
 			if handoffs && r.IntN(4) == 0 {
 				from := keys[r.IntN(len(keys))]
 				since := at.Add(time.Duration(r.IntN(2)) * time.Second)
-				gen.Handoffs = append(gen.Handoffs, model.Handoff{Queue: q, From: from, To: k, Since: since, Deadline: since.Add(time.Minute)})
+				hs = append(hs, model.Handoff{Queue: q, From: from, To: k, Since: since, Deadline: since.Add(time.Minute)})
 				continue
 			}
 			gen.Assignment[k] = append(gen.Assignment[k], q)
 		}
 	}
+	gen.Handoffs = store.HandoffsOf(hs)
 	return gen
 }
 
@@ -72,10 +74,13 @@ func naiveMoves(old, gen *store.Generation) []model.Move {
 // The history record coded from owner slots (packHistoryMoves) is byte for byte the one
 // MarshalHistoryEntry writes for the spelled-out moves and pending handoffs, whatever moved:
 // queues between members, to and from nobody, a restarted member's new client id, with and
-// without a table of the queues, with releases; and it reads back as those moves.
+// without a table of the queues, with releases, by a packer that coded the round before; and it
+// reads back as those moves.
 func TestPackedHistoryMoves(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	keys := []string{"a", "b", "c", "d", "e"}
+	pk := store.NewMovesPacker()
+	var buf []byte
 	for round := range 40 {
 		old := randomGeneration(r, keys[:2+r.IntN(3)], "@1", 1+r.IntN(3), 1+r.IntN(20), false)
 		gen := randomGeneration(r, keys[r.IntN(2):], "@1", 1+r.IntN(3), 1+r.IntN(20), round%2 == 0)
@@ -90,8 +95,8 @@ func TestPackedHistoryMoves(t *testing.T) {
 			table = store.NewQueueTable(gen.Assignment) // lacks old's queues: rebuilt
 		}
 		var released []model.Release
-		if len(gen.Handoffs) > 0 {
-			released = []model.Release{{Member: "a@1", Reason: model.ReleaseConfirmed, Queues: []abi.Queue{gen.Handoffs[0].Queue}}}
+		if gen.Handoffs.Len() > 0 {
+			released = []model.Release{{Member: "a@1", Reason: model.ReleaseConfirmed, Queues: []abi.Queue{gen.Handoffs.Queue(0)}}}
 		}
 		e := model.HistoryEntry{Group: "g", Topic: "T", Generation: int64(round + 1), At: time.Unix(int64(round), 0).UTC(),
 			Trigger: model.Trigger{Causes: []string{model.CauseJoined}, Released: released}}
@@ -101,24 +106,25 @@ func TestPackedHistoryMoves(t *testing.T) {
 		if round%2 == 1 && old != nil {
 			older := randomGeneration(r, keys, "@1", 2, 10, false)
 			table = store.NewQueueTable(older.Assignment, old.Assignment, gen.Assignment)
-			if _, _, prev, _ = packHistoryMoves(older, old, table, nil, nil); prev == nil || prev.gen != old {
+			if _, prev, _ = packHistoryMoves(store.NewMovesPacker(), older, old, table, nil, nil); prev == nil || prev.gen != old {
 				t.Fatalf("round %d: no owners kept for the next entry", round)
 			}
 			if round%4 == 3 {
 				prev.gen = older // describes another generation: ignored
 			}
 		}
-		pk, n, next, ok := packHistoryMoves(old, gen, table, released, prev)
+		// One packer and one buffer serve every round, emptied in between, as the
+		// coordinator's historyScratch keeps them.
+		pk.Reset()
+		n, next, ok := packHistoryMoves(pk, old, gen, table, released, prev)
 		if !ok || next == nil || next.gen != gen {
 			t.Fatalf("round %d: not packed", round)
 		}
-		if !ok {
-			t.Fatalf("round %d: not packed", round)
-		}
-		got, err := store.MarshalPackedHistoryEntry(e, pk)
+		got, err := store.AppendPackedHistoryEntry(buf[:0], e, pk)
 		if err != nil {
 			t.Fatal(err)
 		}
+		buf = got
 		spelled := e
 		spelled.Moves, spelled.Pending = moves(old, gen, table), handoffsByCID(gen)
 		want, err := store.MarshalHistoryEntry(spelled)
@@ -144,18 +150,20 @@ func TestPackedHistoryMoves(t *testing.T) {
 	}
 }
 
-// Handoffs out of queue order are not packed from slots: the caller spells them out, as
-// MarshalHistoryEntry does, rather than storing a record that cannot be read back.
+// A release's queues out of queue order are not packed from slots: the caller spells them out,
+// as MarshalHistoryEntry does, rather than storing a record that cannot be read back. (A
+// generation's handoffs are in queue order by construction, store.Handoffs.)
 func TestPackedHistoryMovesOutOfOrder(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	qa, qb := abi.Queue{Topic: "T", BrokerName: "b", QueueID: 1}, abi.Queue{Topic: "T", BrokerName: "b", QueueID: 2}
 	gen := &store.Generation{Group: "g", Topic: "T", Assignment: map[string][]abi.Queue{"x": {}},
-		Handoffs: []model.Handoff{{Queue: qb, From: "y", To: "x", Since: at, Deadline: at}, {Queue: qa, From: "y", To: "x", Since: at, Deadline: at}}}
-	if _, _, _, ok := packHistoryMoves(nil, gen, nil, nil, nil); ok {
-		t.Fatal("handoffs out of order were packed")
+		Handoffs: store.HandoffsOf([]model.Handoff{{Queue: qb, From: "y", To: "x", Since: at, Deadline: at}, {Queue: qa, From: "y", To: "x", Since: at, Deadline: at}})}
+	released := []model.Release{{Member: "y", Reason: model.ReleaseConfirmed, Queues: []abi.Queue{qb, qa}}}
+	if _, _, ok := packHistoryMoves(store.NewMovesPacker(), nil, gen, nil, released, nil); ok {
+		t.Fatal("a release's queues out of order were packed")
 	}
-	gen.Handoffs[0], gen.Handoffs[1] = gen.Handoffs[1], gen.Handoffs[0]
-	if _, _, _, ok := packHistoryMoves(nil, gen, nil, nil, nil); !ok {
-		t.Fatal("handoffs in order were not packed")
+	released[0].Queues = []abi.Queue{qa, qb}
+	if _, _, ok := packHistoryMoves(store.NewMovesPacker(), nil, gen, nil, released, nil); !ok {
+		t.Fatal("queues in order were not packed")
 	}
 }

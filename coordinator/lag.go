@@ -92,7 +92,7 @@ func (c *Coordinator) stateOf(g *group, st *topicState, now time.Time) model.Gro
 		return model.StatePluginFailing
 	case st.dirty && c.held(g, st, now):
 		return model.StateHeld
-	case st.dirty || (st.gen != nil && len(st.gen.Handoffs) > 0):
+	case st.dirty || (st.gen != nil && st.gen.Handoffs.Len() > 0):
 		return model.StateRebalancing
 	}
 	return model.StateStable

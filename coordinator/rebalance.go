@@ -453,7 +453,7 @@ func (c *Coordinator) install(jobs []*job, now time.Time) {
 				c.m.generations.WithLabelValues(p.g.cfg.Name).Inc()
 				c.m.generation.WithLabelValues(p.g.cfg.Name, p.st.name).Set(float64(p.gen.Number))
 				c.log.Info().Str("group", p.g.cfg.Name).Str("topic", p.st.name).Int64("generation", p.gen.Number).
-					Int("handedOver", len(p.released)).Int("stillHeld", len(p.gen.Handoffs)).Msg("handoff generation published")
+					Int("handedOver", len(p.released)).Int("stillHeld", p.gen.Handoffs.Len()).Msg("handoff generation published")
 			}
 			continue
 		}

@@ -51,6 +51,7 @@ type Bolt struct {
 	// upgradedFrom is the schema version the file had when Open wrote the current one over
 	// it; 0 when it needed none.
 	upgradedFrom int
+	records      recordBuffers
 }
 
 // UpgradedFrom is the schema version the file had when Open upgraded it to this version's, or
@@ -252,15 +253,16 @@ func (s *Bolt) PutGenerations(gens ...Generation) error {
 	if len(gens) == 0 {
 		return nil
 	}
-	vals, err := encodeGenerations(gens)
+	vals, err := encodeGenerations(gens, &s.records)
 	if err != nil {
 		return err
 	}
 	err = s.db.Update(func(tx *bolt.Tx) error { return putGenerations(tx, gens, vals) })
+	s.records.give(vals)
 	return opErr(err, "put %d generations", len(gens))
 }
 
-func encodeGenerations(gens []Generation) ([][]byte, error) {
+func encodeGenerations(gens []Generation, bufs *recordBuffers) ([][]byte, error) {
 	vals := make([][]byte, len(gens))
 	for i, g := range gens {
 		if err := checkName("group", g.Group); err != nil {
@@ -269,7 +271,7 @@ func encodeGenerations(gens []Generation) ([][]byte, error) {
 		if err := checkName("topic", g.Topic); err != nil {
 			return nil, &Error{Op: "put generations", Err: err}
 		}
-		b, err := g.MarshalJSON() // not json.Marshal, which would scan the record once more
+		b, err := g.appendJSON(bufs.take()) // not json.Marshal, which would scan the record once more
 		if err != nil {
 			return nil, &Error{Op: fmt.Sprintf("put generation %q/%q", g.Group, g.Topic), Err: err}
 		}

@@ -23,7 +23,7 @@ type GenerationTx interface {
 var _ GenerationTx = (*Bolt)(nil)
 
 func (s *Bolt) PutGenerationsTx(gens []Generation, fn func(Tx) error) error {
-	vals, err := encodeGenerations(gens)
+	vals, err := encodeGenerations(gens, &s.records)
 	if err != nil {
 		return err
 	}
@@ -33,6 +33,7 @@ func (s *Bolt) PutGenerationsTx(gens []Generation, fn func(Tx) error) error {
 		}
 		return fn(boltTx{tx})
 	})
+	s.records.give(vals)
 	return opErr(err, "put %d generations", len(gens))
 }
 
@@ -167,18 +168,32 @@ func GetHistory(tx Tx, group, topic string, number int64) ([]byte, bool, error) 
 	if err != nil || !ok || len(value) < HistoryPartSize {
 		return value, ok, err
 	}
+	// The parts are measured in a first pass, so that the record is copied once into a buffer of
+	// its size instead of one grown by doubling (a List value is valid only during its call).
+	size := len(value)
 	next := 1
 	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
 		if record, _, n, ok := historyPart(k, len(key)-16); ok && record == key {
 			if n != next {
 				return errPartAlone(k)
 			}
-			value = append(value, part...)
+			size += len(part)
 			next++
 		}
 		return nil
 	})
-	return value, true, err
+	if err != nil {
+		return nil, true, err
+	}
+	out := make([]byte, 0, size)
+	out = append(out, value...)
+	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
+		if record, _, _, ok := historyPart(k, len(key)-16); ok && record == key {
+			out = append(out, part...)
+		}
+		return nil
+	})
+	return out, true, err
 }
 
 // HistoryNumber reads the generation number back from a history key.

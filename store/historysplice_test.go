@@ -50,13 +50,13 @@ func TestPackedHistorySplice(t *testing.T) {
 			}
 		}
 	}
-	if _, err := splicePackedMoves([]byte(`{"moves":""}`), []byte{1}, false, nil); err == nil {
+	if _, err := splicePackedMoves(nil, []byte(`{"moves":""}`), []byte{1}, false, nil); err == nil {
 		t.Error("a record without packed moves was spliced")
 	}
-	if _, err := splicePackedMoves([]byte(`{"packedMoves":{"moves":"x"}}`), []byte{1}, false, nil); err == nil {
+	if _, err := splicePackedMoves(nil, []byte(`{"packedMoves":{"moves":"x"}}`), []byte{1}, false, nil); err == nil {
 		t.Error("a record without the moves' placeholder was spliced")
 	}
-	if _, err := splicePackedMoves([]byte(`{"packedMoves":{"moves":""}}`), []byte{1}, true, []byte{2}); err == nil {
+	if _, err := splicePackedMoves(nil, []byte(`{"packedMoves":{"moves":""}}`), []byte{1}, true, []byte{2}); err == nil {
 		t.Error("a record without the pending placeholder was spliced")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/allocd/allocd/abi"
@@ -73,14 +74,60 @@ type queueRun struct {
 }
 
 // MarshalJSON writes the generation's record with its assignments packed.
-func (g Generation) MarshalJSON() ([]byte, error) {
-	if g.Assignment == nil && len(g.Target) == 0 && len(g.Handoffs) == 0 {
-		return json.Marshal(generationRecord{
+func (g Generation) MarshalJSON() ([]byte, error) { return g.appendJSON(nil) }
+
+// appendJSON appends the generation's record, as MarshalJSON writes it, to b.
+func (g *Generation) appendJSON(b []byte) ([]byte, error) {
+	if g.Assignment == nil && len(g.Target) == 0 && g.Handoffs.Len() == 0 {
+		r, err := json.Marshal(generationRecord{
 			Group: g.Group, Topic: g.Topic, Number: g.Number, CIDs: g.CIDs, Inputs: g.Inputs,
 			Plugin: g.Plugin, PluginVersion: g.PluginVersion, At: g.At,
 		})
+		return append(b, r...), err
 	}
-	return appendPackedRecord(nil, &g)
+	return appendPackedRecord(b, g)
+}
+
+// recordBuffers keeps the buffers of a commit's generation records for the next commit's: a
+// 100,000-queue generation's record is 0.75 MB, allocated afresh for every rebalance otherwise
+// (RATIONALE.md, "Why a rebalance's buffers are kept for the next"). A record's bytes are the
+// store's to read until its transaction ends, and nobody's after. The nil list keeps none.
+type recordBuffers struct {
+	mu   sync.Mutex
+	free [][]byte
+}
+
+// maxRecordBuffers bounds the buffers kept: a batch of as many generations reuses them all.
+const maxRecordBuffers = 4
+
+// take is an empty buffer, nil when none is kept.
+func (l *recordBuffers) take() []byte {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.free)
+	if n == 0 {
+		return nil
+	}
+	b := l.free[n-1]
+	l.free = l.free[:n-1]
+	return b[:0]
+}
+
+// give keeps some of bs for later records: none of them may be read afterwards.
+func (l *recordBuffers) give(bs [][]byte) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range bs {
+		if len(l.free) < maxRecordBuffers && cap(b) > 0 {
+			l.free = append(l.free, b)
+		}
+	}
 }
 
 // UnmarshalJSON reads a record in the packed form or the one before it.
@@ -91,7 +138,7 @@ func (g *Generation) UnmarshalJSON(b []byte) error {
 	}
 	*g = Generation{
 		Group: r.Group, Topic: r.Topic, Number: r.Number, CIDs: r.CIDs, Inputs: r.Inputs,
-		Plugin: r.Plugin, PluginVersion: r.PluginVersion, At: r.At, Handoffs: r.Handoffs,
+		Plugin: r.Plugin, PluginVersion: r.PluginVersion, At: r.At, Handoffs: HandoffsOf(r.Handoffs),
 		Assignment: r.Assignment, Target: r.Target,
 	}
 	if r.Packed == nil {
@@ -101,7 +148,9 @@ func (g *Generation) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("generation %q/%q: both a packed and an unpacked assignment", r.Group, r.Topic)
 	}
 	var err error
-	g.Assignment, g.Target, g.Handoffs, err = r.Packed.unpack()
+	var hs []model.Handoff
+	g.Assignment, g.Target, hs, err = r.Packed.unpack()
+	g.Handoffs = HandoffsOf(hs)
 	if err != nil {
 		return fmt.Errorf("generation %q/%q: %w", r.Group, r.Topic, err)
 	}

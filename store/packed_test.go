@@ -33,10 +33,10 @@ func packedGeneration() store.Generation {
 			"a": {q("T", "broker-a", 0)},
 			"c": {q("T", "broker-b", 3), q("T", "broker-a", 5)},
 		},
-		Handoffs: []model.Handoff{
+		Handoffs: store.HandoffsOf([]model.Handoff{
 			{Queue: q("T", "broker-a", 5), From: "a", To: "c", Since: at, Deadline: at.Add(time.Minute)},
 			{Queue: q("T", "broker-b", 3), From: "a", To: "c", Since: at, Deadline: at.Add(time.Minute)},
-		},
+		}),
 	}
 }
 
@@ -75,7 +75,7 @@ func TestUnpackedGenerationRecord(t *testing.T) {
 		Group: "g", Topic: "T", Number: 3, Inputs: "x", At: at, CIDs: map[string]string{"c1": "c1"},
 		Assignment: map[string][]abi.Queue{"c1": {q("T", "b", 1)}},
 		Target:     map[string][]abi.Queue{"c1": {q("T", "b", 1)}, "c2": {q("T", "b", 2)}},
-		Handoffs:   []model.Handoff{{Queue: q("T", "b", 2), From: "c1", To: "c2", Since: at, Deadline: at.Add(time.Minute)}},
+		Handoffs:   store.HandoffsOf([]model.Handoff{{Queue: q("T", "b", 2), From: "c1", To: "c2", Since: at, Deadline: at.Add(time.Minute)}}),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("old record read as\n%+v\nwant\n%+v", got, want)
@@ -162,15 +162,14 @@ func normalize(g store.Generation) store.Generation {
 	if len(g.Target) == 0 {
 		g.Target = nil
 	}
-	if len(g.Handoffs) == 0 {
-		g.Handoffs = nil
+	hs := g.Handoffs.List()
+	for i := range hs {
+		hs[i].Since, hs[i].Deadline = hs[i].Since.UTC(), hs[i].Deadline.UTC()
 	}
+	g.Handoffs = store.HandoffsOf(hs)
 	if len(g.CIDs) == 0 {
 		g.CIDs = nil
 	}
 	g.At = g.At.UTC()
-	for i := range g.Handoffs {
-		g.Handoffs[i].Since, g.Handoffs[i].Deadline = g.Handoffs[i].Since.UTC(), g.Handoffs[i].Deadline.UTC()
-	}
 	return g
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/abi"
-	"github.com/allocd/allocd/model"
 )
 
 // appendPackedRecord appends g's record in the packed form: the bytes json.Marshal writes for a
@@ -19,7 +18,7 @@ import (
 // packedAssignments, maps of coded strings or re-scan of the output. The queue table is g's
 // packing table (PackOver) when it has all of g's queues, else one of exactly g's queues.
 func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
-	runs := handoffRuns(g.Handoffs)
+	runs := handoffRuns(&g.Handoffs)
 	if g.packTable != nil {
 		out, ok, err := appendPackedOver(b, g, runs, g.packTable)
 		if err != nil || ok {
@@ -32,8 +31,8 @@ func appendPackedRecord(b []byte, g *Generation) ([]byte, error) {
 			t.add(qs)
 		}
 	}
-	for _, h := range g.Handoffs {
-		t.addOne(h.Queue)
+	for _, q := range g.Handoffs.Queues() {
+		t.addOne(q)
 	}
 	t.build()
 	out, _, err := appendPackedOver(b, g, runs, t)
@@ -89,39 +88,39 @@ func appendInKeyOrder[V any](b []byte, m map[string]V, like []string, each func(
 // appearance, each run holding the indices of its handoffs. The runs' indices are stretches of
 // one array, laid out by counting: 50,000 handoffs in 10,000 runs cost two arrays of indices,
 // not a growing slice per run.
-func handoffRuns(hs []model.Handoff) []run {
-	if len(hs) == 0 {
+func handoffRuns(hs *Handoffs) []run {
+	if hs.Len() == 0 {
 		return nil
 	}
 	// Handoffs in queue order come in stretches of one run (a member's block of queues held
 	// back for one other): the previous handoff's run is tried before the map, which is sized
 	// by the stretches.
 	stretches := 1
-	for n := 1; n < len(hs); n++ {
-		if p, h := &hs[n-1], &hs[n]; p.From != h.From || p.To != h.To || p.Since != h.Since || p.Deadline != h.Deadline {
+	for n := 1; n < hs.Len(); n++ {
+		if !hs.same(n-1, n) {
 			stretches++
 		}
 	}
 	runs := make([]run, 0, stretches)
-	at := make(map[handoffKey]int, stretches)
-	of := make([]int32, len(hs)) // handoff -> its run
+	at := make(map[[3]int32]int, stretches)
+	of := make([]int32, hs.Len()) // handoff -> its run
 	counts := make([]int, 0, stretches)
 	i := -1
-	for n, h := range hs {
-		if i < 0 || !runs[i].same(h.From, h.To, h.Since, h.Deadline) {
-			k := handoffKey{h.From, h.To, h.Since, h.Deadline}
+	for n := range hs.Len() {
+		if i < 0 || !hs.same(runs[i].first, n) {
+			k := hs.runKey(n)
 			var ok bool
 			if i, ok = at[k]; !ok {
 				i = len(runs)
 				at[k] = i
-				runs = append(runs, run{handoffKey: k})
+				runs = append(runs, run{handoffKey: handoffKey{hs.From(n), hs.To(n), hs.Since(n), hs.Deadline(n)}, first: n})
 				counts = append(counts, 0)
 			}
 		}
 		of[n] = int32(i)
 		counts[i]++
 	}
-	all := make([]int32, len(hs))
+	all := make([]int32, hs.Len())
 	start := 0
 	for i, n := range counts {
 		runs[i].hs = all[start : start : start+n]
@@ -197,12 +196,12 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 	var scratch []byte
 	missing := false // a queue not in t
 	prev := -1
-	step := func(q abi.Queue) {
-		i := t.Index(q)
+	stepSlot := func(i int) {
 		missing = missing || i < 0
 		scratch = binary.AppendVarint(scratch, int64(i-prev))
 		prev = i
 	}
+	step := func(q abi.Queue) { stepSlot(t.Index(q)) }
 	encode := func(b []byte) []byte {
 		b = append(b, '"')
 		b = base64.RawStdEncoding.AppendEncode(b, scratch)
@@ -267,7 +266,7 @@ func appendPackedOver(b []byte, g *Generation, runs []run, t *QueueTable) (_ []b
 			}
 			b = append(b, `,"queues":`...)
 			for _, n := range r.hs {
-				step(g.Handoffs[n].Queue)
+				stepSlot(g.Handoffs.SlotIn(t, int(n)))
 			}
 			b = encode(b)
 			b = append(b, '}')
@@ -292,7 +291,7 @@ func packedSizeHint(g *Generation, runs int) int {
 			n += len(k) + 8 + 2*len(qs)
 		}
 	}
-	return n + runs*160 + 4*len(g.Handoffs)
+	return n + runs*160 + 4*g.Handoffs.Len()
 }
 
 // handoffKey is what the handoffs of one run share.
@@ -303,13 +302,8 @@ type handoffKey struct {
 
 type run struct {
 	handoffKey
-	hs []int32 // the handoffs' indices
-}
-
-// same reports whether a handoff with these members and times belongs to r. Times are compared
-// as == would (wall clock, monotonic reading and location), as the map key compares them.
-func (r *run) same(from, to string, since, deadline time.Time) bool {
-	return r.from == from && r.to == to && r.since == since && r.deadline == deadline
+	first int     // the index of the run's first handoff
+	hs    []int32 // the handoffs' indices
 }
 
 // appendJSONString appends s as encoding/json writes it: plain ASCII as it is, anything else

@@ -27,11 +27,11 @@ func TestPackedRecordIsJSON(t *testing.T) {
 				"z": {q("b", 3), q("b", 1), q("a", 70000)}, "é": {}, "a": {q("a", 0), q("a", 2), q("a", 1)},
 			},
 			Target: map[string][]abi.Queue{"a": {q("a", 0)}, "z": {q("b", 3), q("b", 2)}},
-			Handoffs: []model.Handoff{
+			Handoffs: HandoffsOf([]model.Handoff{
 				{Queue: q("b", 2), From: "é", To: "z", Since: at, Deadline: at.Add(time.Minute)},
 				{Queue: q("a", 2), From: "a", To: "z", Since: at, Deadline: at.Add(time.Hour)},
 				{Queue: q("b", 3), From: "é", To: "z", Since: at, Deadline: at.Add(time.Minute)},
-			}},
+			})},
 	}
 	for _, g := range gens {
 		b, err := g.MarshalJSON()
@@ -71,7 +71,7 @@ func TestPackOver(t *testing.T) {
 	g := Generation{Group: "g", Topic: "T", Number: 3, At: at, CIDs: map[string]string{"x": "x@1"},
 		Assignment: map[string][]abi.Queue{"x": {q("a", 1), q("b", 7)}, "y": {q("c", 49)}},
 		Target:     map[string][]abi.Queue{"x": {q("a", 1), q("b", 7)}, "y": {q("c", 49), q("a", 3)}},
-		Handoffs:   []model.Handoff{{Queue: q("a", 3), From: "x", To: "y", Since: at, Deadline: at.Add(time.Minute)}},
+		Handoffs:   HandoffsOf([]model.Handoff{{Queue: q("a", 3), From: "x", To: "y", Since: at, Deadline: at.Add(time.Minute)}}),
 	}
 	own, err := g.MarshalJSON()
 	if err != nil {
@@ -90,8 +90,8 @@ func TestPackOver(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(back.Assignment, back.Target, back.Handoffs) != fmt.Sprint(g.Assignment, g.Target, g.Handoffs) {
-		t.Errorf("read back %v %v %v, want %v %v %v", back.Assignment, back.Target, back.Handoffs, g.Assignment, g.Target, g.Handoffs)
+	if fmt.Sprint(back.Assignment, back.Target, back.Handoffs.List()) != fmt.Sprint(g.Assignment, g.Target, g.Handoffs.List()) {
+		t.Errorf("read back %v %v %v, want %v %v %v", back.Assignment, back.Target, back.Handoffs.List(), g.Assignment, g.Target, g.Handoffs.List())
 	}
 	narrow := g
 	narrow.PackOver(QueueTableOf(all[:10])) // lacks b/7 and c/49
@@ -113,7 +113,7 @@ func TestPackOverSpans(t *testing.T) {
 	spans := Generation{Group: "g", Topic: "T", Number: 3, At: at,
 		Assignment: map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:400:400], "z": all[700:900:900], "w": all[400:401:401]},
 		Target:     map[string][]abi.Queue{"x": all[0:1:1], "y": all[1:450:450], "z": all[700:900:900]},
-		Handoffs:   []model.Handoff{{Queue: all[400], From: "w", To: "y", Since: at, Deadline: at.Add(time.Minute)}},
+		Handoffs:   HandoffsOf([]model.Handoff{{Queue: all[400], From: "w", To: "y", Since: at, Deadline: at.Add(time.Minute)}}),
 	}
 	copied := spans
 	copied.Assignment, copied.Target = map[string][]abi.Queue{}, map[string][]abi.Queue{}

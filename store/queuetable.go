@@ -132,6 +132,11 @@ func (t *QueueTable) broker(q abi.Queue) int {
 			return t.last
 		}
 	}
+	return t.brokerNamed(q)
+}
+
+// brokerNamed is broker without the memory of the last lookup.
+func (t *QueueTable) brokerNamed(q abi.Queue) int {
 	if t.oneTopic {
 		if b, ok := t.byBroker[q.BrokerName]; ok && q.Topic == t.topic {
 			return b
@@ -151,6 +156,21 @@ func (t *QueueTable) Index(q abi.Queue) int {
 		return -1
 	}
 	t.last = b
+	return t.slotIn(b, q)
+}
+
+// IndexOf is Index without the memory of the last broker looked up, which Index keeps: it only
+// reads the table, so goroutines may call it together once the table is built.
+func (t *QueueTable) IndexOf(q abi.Queue) int {
+	b := t.brokerNamed(q)
+	if b < 0 {
+		return -1
+	}
+	return t.slotIn(b, q)
+}
+
+// slotIn is q's slot among broker b's queues, -1 when it is not one of them.
+func (t *QueueTable) slotIn(b int, q abi.Queue) int {
 	tb := &t.brokers[b]
 	if tb.dense {
 		if q.QueueID < tb.ids[0] || int(q.QueueID-tb.ids[0]) >= len(tb.ids) {
@@ -221,13 +241,26 @@ func (t *QueueTable) AppendSlots(dst []int32, qs []abi.Queue) []int32 {
 func (t *QueueTable) Queue(i int) abi.Queue {
 	b := t.last
 	if b < 0 || i < t.brokers[b].base || i >= t.brokers[b].base+len(t.brokers[b].ids) {
-		b, _ = slices.BinarySearchFunc(t.brokers, i, func(tb tableBroker, i int) int {
-			return cmp.Compare(tb.base+len(tb.ids)-1, i)
-		})
+		b = t.brokerOf(i)
 		t.last = b
 	}
 	tb := &t.brokers[b]
 	return abi.Queue{Topic: tb.topic, BrokerName: tb.name, QueueID: tb.ids[i-tb.base]}
+}
+
+// QueueAt is Queue without the memory of the last broker looked up: it only reads the table,
+// so goroutines may call it together once the table is built.
+func (t *QueueTable) QueueAt(i int) abi.Queue {
+	tb := &t.brokers[t.brokerOf(i)]
+	return abi.Queue{Topic: tb.topic, BrokerName: tb.name, QueueID: tb.ids[i-tb.base]}
+}
+
+// brokerOf is the position in t.brokers of the broker of slot i.
+func (t *QueueTable) brokerOf(i int) int {
+	b, _ := slices.BinarySearchFunc(t.brokers, i, func(tb tableBroker, i int) int {
+		return cmp.Compare(tb.base+len(tb.ids)-1, i)
+	})
+	return b
 }
 
 // runs lists the table as runs of consecutive ids.

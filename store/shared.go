@@ -62,4 +62,4 @@ func PrefixEnd(prefix string) string {
 
 // EncodeGenerations checks the names of gens and encodes their records, as every store
 // writes them (packed: packed.go).
-func EncodeGenerations(gens []Generation) ([][]byte, error) { return encodeGenerations(gens) }
+func EncodeGenerations(gens []Generation) ([][]byte, error) { return encodeGenerations(gens, nil) }
