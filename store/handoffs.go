@@ -80,7 +80,6 @@ func HandoffsOf(hs []model.Handoff) Handoffs {
 	out := Handoffs{table: t, items: make([]handoffItem, 0, len(hs))}
 	for _, x := range sorted {
 		from, to := key(x.From), key(x.To)
-		out.keys = keys
 		out.Add(t.Index(x.Queue), from, to, x.Since, x.Deadline)
 	}
 	out.keys = keys

@@ -129,10 +129,10 @@ func AppendPackedHistoryEntry(dst []byte, e model.HistoryEntry, pk *MovesPacker)
 
 // splicePackedMoves appends to dst b with the base64 of moves and of pending (when there is
 // any) in place of its placeholders, b being a record written with "moves":"" and
-// "pending":"-". The record's
-// packedMoves is its last field, and nothing inside it before "moves" and "pending" is a key
-// of that name (a key is followed by a colon, a string value never is, and quotes inside
-// strings are escaped), so the last "packedMoves" and the first keys after it are those.
+// "pending":"-". The record's packedMoves is its last field, and nothing inside it before
+// "moves" and "pending" is a key of that name (a key is followed by a colon, a string value
+// never is, and quotes inside strings are escaped), so the last "packedMoves" and the first
+// keys after it are those.
 func splicePackedMoves(dst, b, moves []byte, hasPending bool, pending []byte) ([]byte, error) {
 	const packedKey, movesKey, pendingKey = `"packedMoves":{`, `"moves":""`, `"pending":"-"`
 	at := bytes.LastIndex(b, []byte(packedKey))
