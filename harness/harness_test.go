@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 func plugin(t *testing.T, pkg string) *host.Plugin {
 	t.Helper()
 	rtOnce.Do(func() {
-		rt, rtErr = host.NewRuntime(context.Background(), host.Config{CacheDir: cacheDir, MaxInstances: 4})
+		rt, rtErr = host.NewRuntime(context.Background(), host.Config{CacheDir: cacheDir, MaxInstances: 4, Timeout: raceSlowdown * host.DefaultTimeout})
 	})
 	if rtErr != nil {
 		t.Fatal(rtErr)
@@ -462,9 +462,9 @@ func TestMovementFigure(t *testing.T) {
 }
 
 // TestWasmBuiltins: built-in plugins pass through the host, with their vectors, and Quick passes
-// them well under a second. (Compiling a guest under the race detector takes seconds, so this
-// package loads only a few modules; cmd/allocd's tests run `allocd check` on every built-in and
-// every broken test plugin.)
+// them well under a second (ten under the race detector: raceSlowdown). (Compiling a guest
+// under the race detector takes seconds, so this package loads only a few modules;
+// cmd/allocd's tests run `allocd check` on every built-in and every broken test plugin.)
 func TestWasmBuiltins(t *testing.T) {
 	for _, name := range []string{"averagely", "sticky"} {
 		t.Run(name, func(t *testing.T) {
@@ -475,7 +475,7 @@ func TestWasmBuiltins(t *testing.T) {
 			if err := harness.Quick(context.Background(), p, nil); err != nil {
 				t.Fatalf("Quick: %v", err)
 			}
-			if d := time.Since(start); d > time.Second {
+			if d := time.Since(start); d > raceSlowdown*time.Second {
 				t.Errorf("Quick took %v", d)
 			} else {
 				t.Logf("Quick took %v", d)
