@@ -89,6 +89,9 @@ func HandoffsOf(hs []model.Handoff) Handoffs {
 // Len is the number of handoffs.
 func (h *Handoffs) Len() int { return len(h.items) }
 
+// IsZero reports whether there are no handoffs (encoding/json's omitzero).
+func (h Handoffs) IsZero() bool { return len(h.items) == 0 }
+
 // Queue is the queue of handoff i. It looks the queue's broker up: Queues walks them all for
 // less.
 func (h *Handoffs) Queue(i int) abi.Queue { return h.table.QueueAt(int(h.items[i].slot)) }

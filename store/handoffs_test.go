@@ -52,7 +52,10 @@ func TestHandoffsKeepEveryField(t *testing.T) {
 		}
 	}
 	var none Handoffs
-	if _, ok := none.Search(q("a", 3)); ok || none.Len() != 0 || none.List() != nil {
+	if hs.IsZero() {
+		t.Error("handoffs read as zero")
+	}
+	if _, ok := none.Search(q("a", 3)); ok || none.Len() != 0 || none.List() != nil || !none.IsZero() {
 		t.Error("the zero Handoffs is not empty")
 	}
 }

@@ -14,7 +14,8 @@ import (
 // compared, diffed and packed over slices indexed by slot instead of maps keyed by queue. It is
 // built per broker, so that 100,000 queues are never sorted as structs: a broker whose ids are
 // few and close together (the usual 0..n-1) is numbered through a presence bitmap, without
-// sorting at all. A table is not safe for concurrent use (lookups remember the last broker).
+// sorting at all. Index and Queue remember the last broker they looked up, so a table is not
+// safe for concurrent use through them; IndexOf and QueueAt only read it.
 type QueueTable struct {
 	brokers []tableBroker
 	byName  map[[2]string]int
