@@ -308,7 +308,7 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	// them. Keys are taken in order, so a key seen later never comes before one seen earlier.
 	keys := c.waitingHolders(g, st, now)
 	rank := make(map[string]int32, len(keys))
-	first, second := c.hold.slots(&c.hold.first, t.Len()), c.hold.slots(&c.hold.second, t.Len())
+	first, second := cleared(&c.hold.first, t.Len()), cleared(&c.hold.second, t.Len())
 	var slots []int32
 	for r, key := range keys {
 		k := int32(r + 1)
@@ -328,7 +328,7 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	}
 	var started []int32 // slot -> 1 + the index of the handoff under way in st.gen.Handoffs
 	if st.gen != nil && st.gen.Handoffs.Len() > 0 {
-		started = c.hold.slots(&c.hold.started, t.Len())
+		started = cleared(&c.hold.started, t.Len())
 		for n := range st.gen.Handoffs.Len() {
 			if i := st.gen.Handoffs.SlotIn(t, n); i >= 0 {
 				started[i] = int32(n + 1)
@@ -338,7 +338,7 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 	// The new owners, numbered from 1; heldFor[slot] is the one a held-back queue is for.
 	owners := make([]string, 1, len(target)+1)
 	ownerRank := make([]int32, 1, len(target)+1)
-	heldFor := c.hold.slots(&c.hold.heldFor, t.Len())
+	heldFor := cleared(&c.hold.heldFor, t.Len())
 	held := 0
 	eff := make(map[string][]abi.Queue, len(target))
 	for key, qs := range target {
@@ -406,8 +406,8 @@ func (c *Coordinator) holdBack(g *group, st *topicState, gen *store.Generation, 
 // the largest topic's, 16 bytes a queue. holdBack reads none of it once it returns.
 type holdScratch struct{ first, second, heldFor, started []int32 }
 
-// slots is *p cleared to n slots, grown first when it is shorter.
-func (s *holdScratch) slots(p *[]int32, n int) []int32 {
+// cleared is *p cleared to n slots, grown first when it is shorter.
+func cleared(p *[]int32, n int) []int32 {
 	if cap(*p) < n {
 		*p = make([]int32, n)
 	}

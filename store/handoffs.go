@@ -2,7 +2,6 @@ package store
 
 import (
 	"cmp"
-	"encoding/json"
 	"iter"
 	"slices"
 	"time"
@@ -89,9 +88,6 @@ func HandoffsOf(hs []model.Handoff) Handoffs {
 // Len is the number of handoffs.
 func (h *Handoffs) Len() int { return len(h.items) }
 
-// IsZero reports whether there are no handoffs (encoding/json's omitzero).
-func (h Handoffs) IsZero() bool { return len(h.items) == 0 }
-
 // Queue is the queue of handoff i. It looks the queue's broker up: Queues walks them all for
 // less.
 func (h *Handoffs) Queue(i int) abi.Queue { return h.table.QueueAt(int(h.items[i].slot)) }
@@ -138,13 +134,6 @@ func (h *Handoffs) Since(i int) time.Time { return h.times[h.items[i].when].sinc
 // Deadline is handoff i's deadline.
 func (h *Handoffs) Deadline(i int) time.Time { return h.times[h.items[i].when].deadline }
 
-// At is handoff i.
-func (h *Handoffs) At(i int) model.Handoff {
-	it := &h.items[i]
-	ts := &h.times[it.when]
-	return model.Handoff{Queue: h.table.QueueAt(int(it.slot)), From: h.keys[it.from], To: h.keys[it.to], Since: ts.since, Deadline: ts.deadline}
-}
-
 // same reports whether handoffs i and j share their members and times, as their indices tell.
 func (h *Handoffs) same(i, j int) bool { return h.runKey(i) == h.runKey(j) }
 
@@ -177,17 +166,4 @@ func (h *Handoffs) List() []model.Handoff {
 		out[i] = model.Handoff{Queue: q, From: h.From(i), To: h.To(i), Since: h.Since(i), Deadline: h.Deadline(i)}
 	}
 	return out
-}
-
-// MarshalJSON writes the handoffs as a list of model.Handoff.
-func (h Handoffs) MarshalJSON() ([]byte, error) { return json.Marshal(h.List()) }
-
-// UnmarshalJSON reads a list of model.Handoff.
-func (h *Handoffs) UnmarshalJSON(b []byte) error {
-	var hs []model.Handoff
-	if err := json.Unmarshal(b, &hs); err != nil {
-		return err
-	}
-	*h = HandoffsOf(hs)
-	return nil
 }

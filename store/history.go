@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -168,32 +169,24 @@ func GetHistory(tx Tx, group, topic string, number int64) ([]byte, bool, error) 
 	if err != nil || !ok || len(value) < HistoryPartSize {
 		return value, ok, err
 	}
-	// The parts are measured in a first pass, so that the record is copied once into a buffer of
-	// its size instead of one grown by doubling (a List value is valid only during its call).
-	size := len(value)
+	// One pass over the parts (a second would read them from etcd twice), the buffer doubled as
+	// they come: append's growth of a large slice, about 1.25x a step, copied a 1.3 MB record
+	// through 5.7 MB of buffers.
 	next := 1
 	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
 		if record, _, n, ok := historyPart(k, len(key)-16); ok && record == key {
 			if n != next {
 				return errPartAlone(k)
 			}
-			size += len(part)
+			if cap(value)-len(value) < len(part) {
+				value = slices.Grow(value, max(len(part), len(value)))
+			}
+			value = append(value, part...)
 			next++
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, true, err
-	}
-	out := make([]byte, 0, size)
-	out = append(out, value...)
-	err = tx.List(HistoryBucket, key+"\x00", func(k string, part []byte) error {
-		if record, _, _, ok := historyPart(k, len(key)-16); ok && record == key {
-			out = append(out, part...)
-		}
-		return nil
-	})
-	return out, true, err
+	return value, true, err
 }
 
 // HistoryNumber reads the generation number back from a history key.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -235,6 +234,5 @@ func (p *packedAssignments) unpack() (assignment, target map[string][]abi.Queue,
 			handoffs = append(handoffs, model.Handoff{Queue: q, From: r.From, To: r.To, Since: r.Since, Deadline: r.Deadline})
 		}
 	}
-	slices.SortFunc(handoffs, func(a, b model.Handoff) int { return abi.CompareQueues(a.Queue, b.Queue) })
-	return assignment, target, handoffs, nil
+	return assignment, target, handoffs, nil // in run order: HandoffsOf sorts them by queue
 }

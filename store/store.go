@@ -107,7 +107,7 @@ type Generation struct {
 	// told: under cooperative handoff, Handoffs lists the queues held back until their previous
 	// owner lets them go (member keys in From and To).
 	Target   map[string][]abi.Queue `json:"target,omitempty"`
-	Handoffs Handoffs               `json:"handoffs,omitzero"`
+	Handoffs Handoffs               `json:"handoffs,omitempty"`
 
 	packTable *QueueTable // see PackOver
 	keys      []string    // see KeysInOrder
