@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -469,6 +470,41 @@ func watchPrefix(t *testing.T, cli *clientv3.Client, prefix string) *etcdWatch {
 	return w
 }
 
+// allKept reports whether etcd under prefix holds a kept version of every plugin in the folder
+// and no chunk that none of them names: whether a leader's keeping is done, its unused chunks
+// removed.
+func allKept(t *testing.T, cli *clientv3.Client, prefix, plugins string) bool {
+	t.Helper()
+	wasm, err := filepath.Glob(filepath.Join(plugins, "*.wasm"))
+	if err != nil || len(wasm) == 0 {
+		t.Fatalf("no plugins in %s: %v", plugins, err)
+	}
+	resp, err := cli.Get(context.Background(), prefix+"plugins/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != len(wasm) {
+		return false
+	}
+	used := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		var v struct{ Chunks []string }
+		if err := json.Unmarshal(kv.Value, &v); err != nil {
+			t.Fatalf("kept version %s: %v", kv.Key, err)
+		}
+		for _, c := range v.Chunks {
+			used[prefix+"chunks/"+c] = true
+		}
+	}
+	chunks, err := cli.Get(context.Background(), prefix+"chunks/", clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(resp.Header.Revision))
+	if err != nil || len(chunks.Kvs) != len(used) {
+		return false
+	}
+	for _, kv := range chunks.Kvs {
+		if !used[string(kv.Key)] {
+			return false
+		}
+	}
+	return true
+}
+
 func (w *etcdWatch) since(rev int64) []*clientv3.Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -528,6 +564,14 @@ func TestHAPausedLeaderWakesFenced(t *testing.T) {
 	}()
 	next := hc.waitLeader(old, 15*time.Second)
 	time.Sleep(500 * time.Millisecond) // let it load and settle
+	// A term starts by keeping the plugins it serves in etcd, beside the serving. When the
+	// terms before did not finish that (a replica stopped or fenced mid-keep), the new leader
+	// writes chunks of up to 512 KiB: one still on its way to etcd when the leader is paused
+	// is applied after the pause, fenced by its key, which is still there. So the leader is
+	// paused once its keeping is done: nothing of its own is left in flight.
+	eventually(t, 20*time.Second, "the new leader has kept every plugin it serves", func() bool {
+		return allKept(t, cli, hc.prefix, hc.plugins)
+	})
 	hc.signal(next, syscall.SIGSTOP)
 	defer hc.signal(next, syscall.SIGCONT)
 	// The new leader's key, which goes when its lease runs out.
