@@ -158,3 +158,31 @@ func BenchmarkHostSide(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkResolveOwners turns a whole-group owner-form answer to benchRequest into the list form
+// (what Plugin.Allocate hands its caller): AVG's owners in blocks, circle's round-robin.
+func BenchmarkResolveOwners(b *testing.B) {
+	r := benchRequest()
+	n, c := len(r.Queues), len(r.Consumers)
+	shapes := []struct {
+		name  string
+		owner func(q int) int32
+	}{
+		{"blocks", func(q int) int32 { return int32(q * c / n) }},
+		{"round-robin", func(q int) int32 { return int32(q % c) }},
+	}
+	for _, s := range shapes {
+		owners := make([]int32, n)
+		for q := range owners {
+			owners[q] = s.owner(q)
+		}
+		b.Run(s.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := abi.ResolveOwners(r, owners); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -206,8 +206,9 @@ func checkRepeats(r *Request, owners, first []int32) error {
 }
 
 // resolveOwners checks an owner-form answer against its request and writes the equivalent
-// Results: one per consumer, its queues in mqAll order, all of them slices of one array.
-func resolveOwners(r *Request, resp *Response) error {
+// Results: one per consumer, its queues in mqAll order, all of them slices of one array. first
+// is the first index of every consumer's id (firstOwners; nil when no id repeats).
+func resolveOwners(r *Request, resp *Response, first []int32) error {
 	if r.Targets != nil {
 		return errorf("owner-form answer to a request with targets")
 	}
@@ -215,36 +216,55 @@ func resolveOwners(r *Request, resp *Response) error {
 	if len(resp.Owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
 	}
-	first := firstOwners(r.Consumers)
+	// counts[o] is where owner o's queues start in flat, counts[o+1] where they end.
 	counts := make([]int, nc+1)
-	after := counts[1:] // after[o] counts owner o's queues
-	// descents ORs the differences of consecutive owners: its sign bit is set when one decreases
-	// (owners lie in [0, nc), so no difference overflows). Non-decreasing owners with none missing,
-	// as AVG gives, make every consumer's list a run of consecutive queues.
-	descents, prev := int32(0), int32(0)
+	// Owners that never decrease, none missing, as AVG gives, make every consumer's list a run
+	// of consecutive queues: queue q is at position q, and the runs' bounds are all there is to
+	// find. Within a run an owner equals the one before, checked where the run began, so an
+	// entry costs one comparison; counting each queue's owner instead adds to one counter
+	// again and again, each load waiting for the store before it.
+	runs, prev := nc > 0, int32(0)
 	for q, o := range resp.Owners {
-		if uint32(o) < uint32(len(after)) {
-			after[o]++
-			descents |= o - prev
+		if o != prev {
+			if o < prev || o >= int32(nc) { // NoOwner, a descent, or out of range
+				runs = false
+				break
+			}
+			for c := prev + 1; c <= o; c++ {
+				counts[c] = q
+			}
 			prev = o
-		} else if o == NoOwner {
-			descents = -1
-		} else {
-			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
 		}
 	}
-	if err := checkRepeats(r, resp.Owners, first); err != nil {
-		return err
-	}
-	for o := range nc {
-		counts[o+1] += counts[o]
-	}
-	flat := make([]int, counts[nc])
-	if descents >= 0 { // queue q is at position q
+	var flat []int
+	if runs {
+		for c := int(prev) + 1; c <= nc; c++ {
+			counts[c] = nq
+		}
+		if err := checkRepeats(r, resp.Owners, first); err != nil {
+			return err
+		}
+		flat = make([]int, nq)
 		for q := range flat {
 			flat[q] = q
 		}
 	} else {
+		clear(counts)
+		after := counts[1:] // after[o] counts owner o's queues
+		for q, o := range resp.Owners {
+			if uint32(o) < uint32(len(after)) {
+				after[o]++
+			} else if o != NoOwner {
+				return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+			}
+		}
+		if err := checkRepeats(r, resp.Owners, first); err != nil {
+			return err
+		}
+		for o := range nc {
+			counts[o+1] += counts[o]
+		}
+		flat = make([]int, counts[nc])
 		next := slices.Clone(counts[:nc])
 		for q, o := range resp.Owners {
 			if o >= 0 {
@@ -296,7 +316,7 @@ func firstIndices(consumers []string, sorted bool) []int32 {
 // uses to answer as a plugin would.
 func ResolveOwners(r *Request, owners []int32) (*Response, error) {
 	resp := &Response{Owners: owners}
-	if err := resolveOwners(r, resp); err != nil {
+	if err := resolveOwners(r, resp, firstOwners(r.Consumers)); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -159,8 +159,21 @@ func FuzzValidateOwners(f *testing.F) {
 		if got, want := enc.CheckOwners(other, owners), abi.CheckOwners(other, owners); (got == nil) != (want == nil) {
 			t.Fatalf("Encoder.CheckOwners of a request it did not encode: %v, CheckOwners: %v", got, want)
 		}
+		// So does its Validate, which resolves the same lists.
+		viaEnc := abi.Response{Owners: owners}
+		encErr := enc.Validate(req, &viaEnc)
+		otherErr := enc.Validate(other, &abi.Response{Owners: owners})
+		if abi.Validate(other, &abi.Response{Owners: owners}) == nil != (otherErr == nil) {
+			t.Fatalf("Encoder.Validate of a request it did not encode: %v", otherErr)
+		}
 		if abi.Validate(req, &resp) != nil {
+			if encErr == nil {
+				t.Fatal("Encoder.Validate accepts what Validate refuses")
+			}
 			return
+		}
+		if encErr != nil || !viaEnc.Equal(&resp) {
+			t.Fatalf("Encoder.Validate: %v, %+v; Validate: %+v", encErr, viaEnc.Results, resp.Results)
 		}
 		if len(resp.Results) != len(consumers) {
 			t.Fatalf("%d results for %d consumers", len(resp.Results), len(consumers))
@@ -254,14 +267,18 @@ func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 // range check takes four entries at a time) and the edge values of int32.
 func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 	req := ownersRequest(11, "a", "b", "c")
-	for at := range 11 {
-		for _, bad := range []int32{3, 4, -2, 1<<31 - 1, -1 << 31} {
-			owners := []int32{0, 0, 1, abi.NoOwner, 1, 2, 2, 2, 0, 1, 2}
-			owners[at] = bad
-			_, rerr := abi.ResolveOwners(req, owners)
-			cerr := abi.CheckOwners(req, owners)
-			if cerr == nil || rerr == nil || !strings.Contains(cerr.Error(), fmt.Sprintf("queue %d ", at)) {
-				t.Errorf("owner %d at %d: CheckOwners %v, ResolveOwners %v", bad, at, cerr, rerr)
+	// Owners in no order, and non-decreasing ones (resolved by their runs' bounds).
+	for _, valid := range [][]int32{{0, 0, 1, abi.NoOwner, 1, 2, 2, 2, 0, 1, 2}, {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2}} {
+		for at := range 11 {
+			for _, bad := range []int32{3, 4, -2, 1<<31 - 1, -1 << 31} {
+				owners := slices.Clone(valid)
+				owners[at] = bad
+				_, rerr := abi.ResolveOwners(req, owners)
+				cerr := abi.CheckOwners(req, owners)
+				if cerr == nil || rerr == nil || !strings.Contains(cerr.Error(), fmt.Sprintf("queue %d ", at)) ||
+					!strings.Contains(rerr.Error(), fmt.Sprintf("queue %d ", at)) {
+					t.Errorf("owner %d at %d of %v: CheckOwners %v, ResolveOwners %v", bad, at, valid, cerr, rerr)
+				}
 			}
 		}
 	}

@@ -103,11 +103,25 @@ func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
 // since: where the encoding found its consumer ids strictly increasing (so none repeats), it
 // spares CheckOwners its own pass over them. For any other request it is abi.CheckOwners.
 func (e *Encoder) CheckOwners(r *Request, owners []int32) error {
-	c := e.checked
-	if len(c) == 0 || len(c) != len(r.Consumers) || &c[0] != &r.Consumers[0] {
+	if !e.encodedDistinct(r) {
 		return CheckOwners(r, owners)
 	}
 	return checkOwners(r, owners, nil)
+}
+
+// Validate is abi.Validate, sparing an owner-form answer to the request that EncodeCanonical
+// encoded last, unchanged since, the pass over its consumer ids that CheckOwners spares.
+func (e *Encoder) Validate(r *Request, resp *Response) error {
+	if resp.Owners == nil || !e.encodedDistinct(r) {
+		return Validate(r, resp)
+	}
+	return resolveOwners(r, resp, nil)
+}
+
+// encodedDistinct reports whether r's consumers are those EncodeCanonical found strictly increasing.
+func (e *Encoder) encodedDistinct(r *Request) bool {
+	c := e.checked
+	return len(c) > 0 && len(c) == len(r.Consumers) && &c[0] == &r.Consumers[0]
 }
 
 // EncodeRequest appends r's encoding to dst and returns the extended slice. It is a convenience

@@ -223,7 +223,7 @@ func ValidateFor(info *Info, r *Request, resp *Response) error {
 // queue, each NoOwner or the first index of a consumer id; Validate then fills resp.Results.
 func Validate(r *Request, resp *Response) error {
 	if resp.Owners != nil {
-		return resolveOwners(r, resp)
+		return resolveOwners(r, resp, firstOwners(r.Consumers))
 	}
 	n := r.NumTargets()
 	if len(resp.Results) != n {

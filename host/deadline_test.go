@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,8 @@ func TestCallerCancelStopsGuest(t *testing.T) {
 // not the caller's context can be canceled; an instance serves many calls in a row.
 func TestDeadlinePerCall(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	rt := newRuntime(t, host.Config{Timeout: timeout, MaxInstances: 1})
+	// RecycleAfter out of reach: a fast machine makes some 300,000 calls in the loop below.
+	rt := newRuntime(t, host.Config{Timeout: timeout, MaxInstances: 1, RecycleAfter: math.MaxInt})
 	p := load(t, rt, "first")
 	cancelable, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -172,9 +172,12 @@ func (p *Plugin) allocate(ctx context.Context, req *abi.Request, owners bool, us
 			return err
 		}
 		var err error
-		if owners && resp.Owners != nil {
+		switch {
+		case owners && resp.Owners != nil:
 			err = enc.CheckOwners(req, resp.Owners) // what the encoding learned spares a pass
-		} else {
+		case resp.Owners != nil:
+			err = enc.Validate(req, resp) // resolved into lists, the same pass spared
+		default:
 			err = abi.ValidateFor(&p.info, req, resp)
 		}
 		if err == nil && use != nil {
