@@ -246,6 +246,7 @@ func BenchmarkPeers(b *testing.B) {
 				if !got.Equal(want) {
 					b.Fatal("wasm and native answers differ")
 				}
+				settle(b, p.Stats, func() error { _, err := p.Allocate(ctx, req); return err })
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := p.Allocate(ctx, req); err != nil {
@@ -258,6 +259,7 @@ func BenchmarkPeers(b *testing.B) {
 			// the encoder knows them by address), as the rocketmq adapter's cache miss does.
 			b.Run("wasm-owners", func(b *testing.B) {
 				p, frozen := loadFrozen(b, rt, s.name, req)
+				settle(b, p.Stats, func() error { _, err := p.AllocateOwners(ctx, frozen); return err })
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := p.AllocateOwners(ctx, frozen); err != nil {
@@ -278,6 +280,7 @@ func BenchmarkPeers(b *testing.B) {
 					copy(table, r.Owners)
 					return nil
 				}
+				settle(b, p.Stats, func() error { return p.AllocateOwnersFunc(ctx, frozen, keep) })
 				b.ReportAllocs()
 				for b.Loop() {
 					if err := p.AllocateOwnersFunc(ctx, frozen, keep); err != nil {
@@ -305,9 +308,7 @@ func BenchmarkPeers(b *testing.B) {
 				for _, cid := range cidAll {
 					g.Consumers = append(g.Consumers, strategy.Consumer{ID: cid})
 				}
-				if _, err := st.Assign(ctx, g); err != nil { // the instance started outside the loop
-					b.Fatal(err)
-				}
+				settle(b, func() host.Stats { return st.Status().Stats }, func() error { _, err := st.Assign(ctx, g); return err })
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := st.Assign(ctx, g); err != nil {
@@ -346,13 +347,31 @@ func loadFrozen(b *testing.B, rt *host.Runtime, name string, req *abi.Request) (
 	b.Cleanup(func() { p.Close(ctx) })
 	frozen := *req
 	frozen.QueuesFrozen = true
-	// The first call starts an instance and grows its memory (about 25 MB of copies): outside
-	// the loop, as for every row, so the rows time calls to a running instance.
-	if _, err := p.AllocateOwners(ctx, &frozen); err != nil {
-		b.Fatal(err)
-	}
 	return p, &frozen
 }
+
+// settle makes call until the plugin's linear memory has not grown for settleCalls calls in a
+// row (at most maxSettleCalls), before a row's loop: the rows time a running instance, as the
+// daemon's are. A Go guest's heap grows over its first thousands of calls, until its own
+// collector first runs (averagely's from 3 to 7.4 MiB over its first 4,000 whole-group calls),
+// and each growth copies the whole linear memory into fresh pages: some 25 MB written in all,
+// which in a loop of 5,000 calls doubled some rows' time per call.
+func settle(b *testing.B, stats func() host.Stats, call func() error) {
+	b.Helper()
+	last, same := int64(-1), 0
+	for range maxSettleCalls {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+		if m := stats().MemoryBytes; m != last {
+			last, same = m, 0
+		} else if same++; same == settleCalls {
+			return
+		}
+	}
+}
+
+const settleCalls, maxSettleCalls = 3000, 20000
 
 // allocateByTurns loads the built-in plugin name and times Plugin.Allocate on reqs by turns.
 func allocateByTurns(b *testing.B, rt *host.Runtime, name string, reqs ...*abi.Request) {
@@ -362,13 +381,9 @@ func allocateByTurns(b *testing.B, rt *host.Runtime, name string, reqs ...*abi.R
 		b.Fatal(err)
 	}
 	defer p.Close(ctx)
-	for _, r := range reqs { // started and grown outside the loop, as for every row
-		if _, err := p.Allocate(ctx, r); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
 	i := 0
+	settle(b, p.Stats, func() error { _, err := p.Allocate(ctx, reqs[i%len(reqs)]); i++; return err })
+	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := p.Allocate(ctx, reqs[i%len(reqs)]); err != nil {
 			b.Fatal(err)

@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -119,10 +121,10 @@ type Strategy struct {
 	done   sync.WaitGroup
 	once   sync.Once
 	err    error
-	// queues is the canonical queue list of the last group asked about that had no queue
+	// queues holds the canonical queue list of the last group asked about that had no queue
 	// attributes or previous owners: never modified, so a group with the same queues reuses
 	// it, frozen (abi.Request.QueuesFrozen), instead of a copy and a sort check a call.
-	queues atomic.Pointer[[]abi.Queue]
+	queues atomic.Pointer[lastQueues]
 }
 
 // ErrNoVersion is returned (wrapped) when a strategy has no version that may serve.
@@ -397,18 +399,52 @@ func sameSlice[T any](a, b []T) bool {
 // last one's, in the same order, reuses that list (BENCHMARKS.md, "The embedding API's
 // whole-group call").
 func (s *Strategy) request(g *Group) (req *abi.Request, qperm, cperm []int) {
-	if last := s.queues.Load(); last != nil && sameQueues(g.Queues, *last) {
-		req = &abi.Request{Group: g.Name, Config: g.Config, Queues: *last, QueuesFrozen: true}
+	if last := s.queues.Load(); last != nil && (sameMemory(g.Queues, last.given) || sameQueues(g.Queues, last.sent)) {
+		req = &abi.Request{Group: g.Name, Config: g.Config, Queues: last.sent, QueuesFrozen: true}
 		cperm = consumers(g, req)
 		return req, nil, cperm
 	}
 	req, qperm, cperm = request(g)
 	if qperm == nil && req.QueueAttrs == nil && req.PrevOwners == nil {
-		qs := req.Queues // not &req.Queues: the host may replace the request's slice
-		s.queues.Store(&qs)
+		// req.Queues, not &req.Queues: the host may replace the request's slice.
+		last := &lastQueues{sent: req.Queues}
+		if noMaps(g.Queues) { // an empty map may be filled in place: compared field by field
+			last.given = slices.Clone(g.Queues)
+		}
+		s.queues.Store(last)
 		req.QueuesFrozen = true
 	}
 	return req, qperm, cperm
+}
+
+// lastQueues is the last queue list a Strategy sent that had no attributes or previous owners:
+// the list sent (never modified) and a copy of the caller's queues it was built from.
+type lastQueues struct {
+	sent  []abi.Queue
+	given []Queue
+}
+
+// noMaps reports whether no queue has a Labels or Metrics map, even an empty one.
+func noMaps(qs []Queue) bool {
+	for i := range qs {
+		if qs[i].Labels != nil || qs[i].Metrics != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// sameMemory reports whether qs are, byte for byte, the copy of the caller's queues that the
+// last list was built from: then each name is the same string (a string's bytes never change),
+// and Labels and Metrics are nil, as they were. One comparison of memory replaces the field by
+// field one for a caller that keeps its queues from call to call; a caller whose names are new
+// strings each time fails it at the first queue and is compared field by field.
+func sameMemory(qs, given []Queue) bool {
+	if len(qs) != len(given) || len(qs) == 0 {
+		return false
+	}
+	size := len(qs) * int(unsafe.Sizeof(Queue{}))
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&given[0])), size))
 }
 
 // sameQueues reports whether qs, queue by queue, are last's, with no attributes and no previous
