@@ -15,6 +15,11 @@
 # directory, so the counted runs only load and run the compiled code; the guest's instructions
 # are counted as they run (callgrind names them by address only).
 #
+# BenchmarkPeers' wasm rows first call until their instance's memory stops growing (settle, up
+# to 20,000 calls, in both counted runs, so it cancels out): under valgrind hash's rows take
+# minutes each. The guest's own collector runs every few hundred calls, so a wasm row's count
+# moved by up to some 10k instructions between runs of one binary at N=100 (2026-12-03).
+#
 # GODEBUG=asyncpreemptoff=1: callgrind asserts on the signals of Go's asynchronous preemption.
 # GOGC=off, GOMAXPROCS=1: no collector work varies between runs.
 set -eu
