@@ -409,7 +409,15 @@ func waitReloaded(t *testing.T, k *cluster) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the balancers did not reload the plugin")
+			// Each balancer's view of the file, so that a refused or never-seen version shows.
+			k.mu.Lock()
+			for _, m := range k.members {
+				st := m.bal.s.Status()
+				t.Logf("serving %.12s, last attempt %.12s at %v: %q (%d reloads, %d failures)",
+					st.ActiveHash, st.LastAttemptHash, st.LastAttempt, st.LastError, st.Reloads, st.Failures)
+			}
+			k.mu.Unlock()
+			t.Fatalf("the balancers did not reload the plugin %.12s", want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
