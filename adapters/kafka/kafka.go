@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/allocd/allocd/abi"
+	"github.com/allocd/allocd/host"
 	"github.com/allocd/allocd/strategy"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	OnError func(error)
 	// Timeout bounds one plan's computation (10 s); a slower plugin falls back.
 	Timeout time.Duration
+	// Host sets the plugin's limits: each call's deadline, which also bounds a new version's
+	// start (_initialize), memory and instances (strategy.Config.Host; zero values take
+	// host.Config's defaults).
+	Host host.Config
 }
 
 // Balancer is a kgo.GroupBalancer backed by an allocd strategy.
@@ -84,7 +89,7 @@ func NewBalancer(ctx context.Context, cfg Config) (*Balancer, error) {
 		cfg.Timeout = 10 * time.Second
 	}
 	s, err := strategy.Open(ctx, strategy.Config{
-		File: cfg.PluginFile, Daemon: cfg.Daemon, Name: cfg.Strategy, CacheDir: cfg.CacheDir, Logger: cfg.Logger,
+		File: cfg.PluginFile, Daemon: cfg.Daemon, Name: cfg.Strategy, CacheDir: cfg.CacheDir, Logger: cfg.Logger, Host: cfg.Host,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
