@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/allocd/allocd/abi"
 	"github.com/allocd/allocd/host"
+	"github.com/allocd/allocd/internal/wasmbuild"
 )
 
 // TestCallerCancelStopsGuest: a caller that gives up stops a looping guest long before the
@@ -113,5 +115,35 @@ func TestVirtualClock(t *testing.T) {
 	// The sleep, plus the clock's step for each reading the Go runtime makes around it.
 	if d := time.Duration(ns); d < time.Hour || d > time.Hour+time.Second {
 		t.Fatalf("a one-hour sleep took %v of guest time, want an hour and a little", d)
+	}
+}
+
+// TestDeadlineErrorsMatchDeadlineExceeded: a failure of time (a call or an _initialize stopped
+// at the host's deadline) matches context.DeadlineExceeded, so that a caller can try it again
+// later; a failure of the plugin's code, or a caller that gave up, does not.
+func TestDeadlineErrorsMatchDeadlineExceeded(t *testing.T) {
+	rt := newRuntime(t, host.Config{Timeout: 300 * time.Millisecond})
+	req := &abi.Request{Group: "g", Queues: queues("T", 1, 1), Consumers: []string{"c"}}
+	_, err := load(t, rt, "loop").Allocate(context.Background(), req)
+	if !host.IsKind(err, host.KindTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("loop: err = %v (kind timeout %v), want a timeout matching context.DeadlineExceeded", err, host.IsKind(err, host.KindTimeout))
+	}
+	if !strings.Contains(err.Error(), "stopped after the 300ms deadline") {
+		t.Fatalf("loop: err = %v, want it to name the deadline", err)
+	}
+	if _, err := load(t, rt, "trap").Allocate(context.Background(), req); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("trap: err = %v, want a failure that is not a deadline's", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := load(t, newRuntime(t, host.Config{Timeout: time.Minute}), "loop").Allocate(ctx, req); !host.IsKind(err, host.KindCanceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("canceled: err = %v, want kind canceled, not a deadline", err)
+	}
+
+	// A Go guest's _initialize (its runtime and package init) takes far more than a microsecond.
+	tiny := newRuntime(t, host.Config{Timeout: time.Microsecond})
+	_, err = tiny.Load(context.Background(), "first", wasmbuild.Bytes(t, "host/testdata/plugins/first"))
+	if !host.IsKind(err, host.KindLoad) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "_initialize") {
+		t.Fatalf("load under a 1µs deadline: err = %v, want a load error naming _initialize and matching context.DeadlineExceeded", err)
 	}
 }

@@ -1,9 +1,12 @@
 package host
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxErrorStderr caps the guest stderr an Error's message carries (its head; the length cut is
@@ -19,7 +22,8 @@ const (
 	KindLoad Kind = "load"
 	// KindTrap: the guest trapped (a Go panic, an out-of-memory, unreachable code).
 	KindTrap Kind = "trap"
-	// KindTimeout: the call ran past its deadline and was stopped.
+	// KindTimeout: the call ran past its deadline and was stopped. Its error matches
+	// context.DeadlineExceeded (errors.Is), as does a load whose _initialize ran out of time.
 	KindTimeout Kind = "timeout"
 	// KindCanceled: the caller gave up before the call ended.
 	KindCanceled Kind = "canceled"
@@ -67,3 +71,15 @@ func IsKind(err error, k Kind) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Kind == k
 }
+
+// deadlineError is a guest stopped at the host's call deadline. It matches
+// context.DeadlineExceeded, so that a caller tells a failure of time, which a less loaded machine
+// may not repeat, from a failure of the plugin's code: errors.Is(err, context.DeadlineExceeded).
+type deadlineError struct {
+	what string // "stopped after the", "_initialize ended at its"
+	d    time.Duration
+}
+
+func (e *deadlineError) Error() string { return fmt.Sprintf("%s %v deadline", e.what, e.d) }
+
+func (e *deadlineError) Is(target error) bool { return target == context.DeadlineExceeded }

@@ -92,7 +92,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		in.calls = 0
 		if in.tainted {
 			mod.Close(ctx)
-			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: fmt.Errorf("_initialize ended at its %v deadline", p.rt.cfg.Timeout)}
+			return nil, &Error{Plugin: p.name, Kind: KindLoad, Err: &deadlineError{"_initialize ended at its", p.rt.cfg.Timeout}}
 		}
 	}
 	// Look exports up once: ExportedFunction costs microseconds and kilobytes per lookup.
@@ -191,7 +191,7 @@ func (in *instance) yield() {
 // stopped reports a call the interrupt stopped: at its deadline, or because the caller gave up.
 func (in *instance) stopped(ctx context.Context, why error) error {
 	if why == context.DeadlineExceeded && ctx.Err() == nil {
-		return &Error{Plugin: in.p.name, Kind: KindTimeout, Err: fmt.Errorf("stopped after the %v deadline", in.p.rt.cfg.Timeout), Stderr: in.stderr.String()}
+		return &Error{Plugin: in.p.name, Kind: KindTimeout, Err: &deadlineError{"stopped after the", in.p.rt.cfg.Timeout}, Stderr: in.stderr.String()}
 	}
 	return &Error{Plugin: in.p.name, Kind: KindCanceled, Err: fmt.Errorf("caller gave up: %w", why), Stderr: in.stderr.String()}
 }
@@ -204,7 +204,7 @@ func (in *instance) failure(ctx context.Context, err error) error {
 		switch {
 		case exit.ExitCode() == sys.ExitCodeDeadlineExceeded && ctx.Err() == nil:
 			kind = KindTimeout
-			err = fmt.Errorf("stopped after the %v deadline", in.p.rt.cfg.Timeout)
+			err = &deadlineError{"stopped after the", in.p.rt.cfg.Timeout}
 		case exit.ExitCode() == sys.ExitCodeDeadlineExceeded || exit.ExitCode() == sys.ExitCodeContextCanceled:
 			kind = KindCanceled
 			err = fmt.Errorf("caller gave up: %w", ctx.Err())

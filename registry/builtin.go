@@ -64,7 +64,9 @@ func (r *Registry) builtinFallback(name, outcome string) string {
 	out, fail := r.load(e, b, host.Hash(b), true)
 	e.failedHash = failedHash
 	if fail != nil {
-		r.reject(e, fail.hash, "built-in "+fail.stage, fail.err, fail.attempt, fail.took)
+		// No timer of its own tries it again: a retry of the file's version (after a deadline)
+		// or a Rescan does.
+		r.reject(e, fail.hash, "built-in "+fail.stage, fail.err, fail.attempt, fail.took, -1)
 		return outFailed
 	}
 	r.mu.Lock()

@@ -21,6 +21,8 @@ import (
 const (
 	keyRescan = ""     // look at every name again
 	keyForce  = "\x00" // look at every name again, retrying rejected contents
+	// keyForce+name tries name's file again, rejected contents included: a retry after a
+	// deadline (retryLater).
 )
 
 // Outcomes of a check, for the tests' hook.
@@ -67,7 +69,11 @@ func (r *Registry) work() {
 			case keyForce:
 				r.scan(true)
 			default:
-				r.check(key, false)
+				if name, ok := strings.CutPrefix(key, keyForce); ok {
+					r.retry(name)
+				} else {
+					r.check(key, false)
+				}
 			}
 		}
 	}
@@ -269,7 +275,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 		if target, lerr := os.Readlink(path); lerr == nil {
 			e := r.ensureEntry(name)
 			err = fmt.Errorf("%s is a symlink to %s, which does not exist", path, target)
-			r.reject(e, "", "read", err, r.clock.Now(), 0)
+			r.reject(e, "", "read", err, r.clock.Now(), 0, 0)
 			r.fallBack(e, err.Error())
 			return outFailed
 		}
@@ -290,12 +296,12 @@ func (r *Registry) checkFile(name string, force bool) string {
 			return outSkipped
 		}
 		err = fmt.Errorf("%s is empty (0 bytes)", path)
-		r.reject(e, emptyHash, "read", err, r.clock.Now(), 0)
+		r.reject(e, emptyHash, "read", err, r.clock.Now(), 0, 0)
 		r.fallBack(e, err.Error())
 		return outFailed
 	case err != nil:
 		e := r.ensureEntry(name)
-		r.reject(e, "", "read", err, r.clock.Now(), 0)
+		r.reject(e, "", "read", err, r.clock.Now(), 0, 0)
 		r.fallBack(e, err.Error())
 		return outFailed
 	}
@@ -329,7 +335,7 @@ func (r *Registry) checkFile(name string, force bool) string {
 		r.schedule(name, r.debounce-q)
 		return outPending
 	}
-	r.reject(e, f.hash, f.stage, f.err, f.attempt, f.took)
+	r.reject(e, f.hash, f.stage, f.err, f.attempt, f.took, r.retryDelay(e, f))
 	r.fallBack(e, fmt.Sprintf("%s (hash %s) was rejected: %s", filepath.Base(path), short(f.hash), f.err))
 	return outFailed
 }
@@ -342,9 +348,9 @@ var emptyHash = host.Hash(nil)
 func (r *Registry) restored(e *entry, v *version) {
 	r.mu.Lock()
 	was := e.kept || e.rejected != nil || e.lastError != ""
-	e.kept, e.keptWhy, e.rejected, e.lastError = false, "", nil, ""
+	e.kept, e.keptWhy, e.rejected, e.lastError, e.retryAt = false, "", nil, "", time.Time{}
 	r.mu.Unlock()
-	e.failedHash = ""
+	e.failedHash, e.retryHash, e.retries = "", "", 0
 	if was {
 		r.log.Info().Str("plugin", e.name).Str("hash", short(v.v.Hash)).Msg("plugin file holds the version serving again")
 		r.emit(Event{Name: e.name, Kind: Restored, Hash: v.v.Hash, Version: v.v.Version})
@@ -508,14 +514,14 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept
 	e.kept = kept
 	if !kept {
 		e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, ""
-		e.rejected, e.keptWhy = nil, ""
+		e.rejected, e.keptWhy, e.retryAt = nil, "", time.Time{}
 	}
 	if old != nil {
 		e.reloads++
 	}
 	r.mu.Unlock()
 	if !kept {
-		e.failedHash = ""
+		e.failedHash, e.retryHash, e.retries = "", "", 0
 	}
 	kind, outcome := Loaded, outLoaded
 	ev := r.log.Info().Str("plugin", e.name).Str("hash", short(hash)).Str("version", v.v.Version).Bool("builtin", builtin).Dur("took", took)
@@ -538,8 +544,9 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept
 	return outcome, nil
 }
 
-// reject records a version that may not serve.
-func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.Time, took time.Duration) {
+// reject records a version that may not serve. It is tried again in retryIn when that is more
+// than 0; a negative retryIn leaves a try already due as it is.
+func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.Time, took time.Duration, retryIn time.Duration) {
 	reason := err.Error()
 	if stage != "load" { // the host's load errors say "load" already
 		reason = stage + ": " + reason
@@ -548,11 +555,21 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, reason
 	e.rejected = &Rejection{Hash: hash, Reason: reason, At: attempt}
 	e.failures++
+	switch {
+	case retryIn > 0:
+		e.retryAt = r.clock.Now().Add(retryIn)
+	case retryIn == 0:
+		e.retryAt = time.Time{}
+	}
 	r.mu.Unlock()
 	if hash != "" {
 		e.failedHash = hash
 	}
 	ev := r.log.Error().Str("plugin", e.name).Str("hash", short(hash)).Str("stage", stage).Str("reason", err.Error())
+	if retryIn > 0 {
+		ev = ev.Dur("retryIn", retryIn).Int("retry", e.retries).Int("retries", r.opts.Retries)
+		r.retryLater(e.name, retryIn)
+	}
 	if v := e.active.Load(); v != nil {
 		ev.Str("serving", short(v.v.Hash)).Msg("plugin version rejected; the previous version keeps serving")
 	} else {
@@ -562,6 +579,47 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 		r.opts.Metrics.ObserveReload(e.name, ResultFailed, took)
 	}
 	r.emit(Event{Name: e.name, Kind: Failed, Hash: hash, Err: reason})
+}
+
+// retryDelay returns how long to wait before the file's version that failed with f is tried
+// again, and counts the try: 0 (never) unless a deadline refused it, RetryAfter before the first
+// try of that version, doubling up to maxRetryWait; 0 once it was tried Retries times.
+func (r *Registry) retryDelay(e *entry, f *failure) time.Duration {
+	if !errors.Is(f.err, context.DeadlineExceeded) || r.closed() {
+		return 0
+	}
+	if e.retryHash != f.hash {
+		e.retryHash, e.retries = f.hash, 0
+	}
+	if e.retries >= r.opts.Retries {
+		return 0
+	}
+	d := r.opts.RetryAfter
+	for range e.retries {
+		d = min(2*d, maxRetryWait)
+	}
+	e.retries++
+	return max(d, 1)
+}
+
+// maxRetryWait bounds the wait before a version refused for a deadline is tried again.
+const maxRetryWait = 10 * time.Minute
+
+// retry tries name's file again after a deadline refused its version, unless a version that is
+// not to be tried again (a failure of its own) was rejected since: then it only checks the file.
+func (r *Registry) retry(name string) {
+	e := (*r.entries.Load())[name]
+	r.check(name, e != nil && e.retryHash != "" && e.retryHash == e.failedHash)
+}
+
+// retryLater checks name again in d, its rejected version included.
+func (r *Registry) retryLater(name string, d time.Duration) {
+	key := keyForce + name
+	if r.opts.after != nil {
+		r.opts.after(d, func() { r.enqueue(key) })
+		return
+	}
+	r.schedule(key, d)
 }
 
 // fileRemoved unloads name, unless something still uses it: then the last version keeps serving

@@ -60,6 +60,12 @@ const (
 	DefaultDebounce = 200 * time.Millisecond
 	// DefaultValidateTimeout bounds the self-test plus Options.Validate of one new version.
 	DefaultValidateTimeout = time.Minute
+	// DefaultRetryAfter is how long after a version refused for a deadline it is tried again
+	// the first time; the wait doubles with each refusal.
+	DefaultRetryAfter = 2 * time.Second
+	// DefaultRetries is how many times a version refused for a deadline is tried again: 2 s,
+	// 4 s, 8 s, 16 s and 32 s after each refusal, a minute in all.
+	DefaultRetries = 5
 	// DefaultFolderPoll is how often a plugin folder that was removed or renamed is looked for
 	// until it is back (a deploy script's rm -rf and mkdir, a volume remounted).
 	DefaultFolderPoll = 250 * time.Millisecond
@@ -132,6 +138,16 @@ type Options struct {
 	// Only, when set, limits the registry to the plugin names it accepts; other files in the
 	// folder are ignored. An application embedding one strategy watches one file with it.
 	Only func(name string) bool
+	// RetryAfter is how long after a version was refused for a deadline it is tried again:
+	// its _initialize, self-test or Validate ran out of time (errors.Is(err,
+	// context.DeadlineExceeded)), which a machine busy compiling several plugins at once, or
+	// serving a burst, makes happen to a good version. Each refusal of the same version doubles
+	// the wait, up to 10 minutes (DefaultRetryAfter). Any other failure is of the version itself, and it is not
+	// tried again until its file changes or Rescan.
+	RetryAfter time.Duration
+	// Retries is how many times one version refused for a deadline is tried again before it
+	// stays rejected until its file changes or Rescan (DefaultRetries; negative: never).
+	Retries int
 	// Builtins, when set, is a folder of NAME.wasm plugins that serve whenever the watched
 	// folder has no NAME.wasm of its own (builtin.go): a file in the folder overrides the
 	// built-in of its name, and removing it brings the built-in back.
@@ -139,6 +155,8 @@ type Options struct {
 
 	// checked, for tests, hears the outcome of every check of a name.
 	checked func(name, outcome string)
+	// after, for tests, replaces the timer of a retry: f is to run d from now.
+	after func(d time.Duration, f func())
 }
 
 // Version identifies the version of a plugin that served a call.
@@ -176,6 +194,9 @@ type Status struct {
 	// Rejected names the version the plugin's file holds when that version was rejected; nil
 	// once the file holds a version that serves.
 	Rejected *Rejection `json:"rejected,omitempty"`
+	// RetryAt is when the rejected version will be tried again, because a deadline refused it
+	// (Options.RetryAfter); zero when no try is due.
+	RetryAt time.Time `json:"retryAt,omitzero"`
 	// Kept says that the version serving was read from Options.Keeper, not from the plugin's
 	// file (missing, empty or rejected at start).
 	Kept bool `json:"kept,omitempty"`
@@ -253,12 +274,16 @@ type entry struct {
 	kept            bool   // the version serving came from the Keeper
 	keptWhy         string // why the file could not serve
 	history         []Event
-	builtin         bool // the active version is the built-in one
+	builtin         bool      // the active version is the built-in one
+	retryAt         time.Time // when a version refused for a deadline is tried again
 
 	// Worker only: the hash of the last rejected version, not tried again until it changes,
 	// and a failure not yet believed because the file changed less than Debounce before.
 	failedHash string
 	pending    *failure
+	// Worker only: the version refused for a deadline and how many times it was tried again.
+	retryHash string
+	retries   int
 }
 
 // failure is a load attempt that failed.
@@ -336,6 +361,12 @@ func New(rt *host.Runtime, dir string, opts Options) (*Registry, error) {
 	}
 	if opts.FolderPoll <= 0 {
 		opts.FolderPoll = DefaultFolderPoll
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = DefaultRetryAfter
+	}
+	if opts.Retries == 0 {
+		opts.Retries = DefaultRetries
 	}
 	r := &Registry{
 		rt: rt, dir: abs, opts: opts, clock: opts.Clock, settle: opts.Settle, debounce: opts.Debounce,
@@ -528,6 +559,7 @@ func (r *Registry) statusLocked(e *entry) Status {
 		Name: e.name, File: e.file, FileGone: e.fileGone, Builtin: e.builtin, LoadedAt: e.loadedAt,
 		LastAttempt: e.lastAttempt, LastAttemptHash: e.lastAttemptHash, LastError: e.lastError,
 		Reloads: e.reloads, Failures: e.failures, Kept: e.kept, History: slices.Clone(e.history),
+		RetryAt: e.retryAt,
 	}
 	if e.rejected != nil {
 		rej := *e.rejected
@@ -542,13 +574,21 @@ func (r *Registry) statusLocked(e *entry) Status {
 	case e.kept && v != nil:
 		s.Warning = fmt.Sprintf("serving the last validated version (hash %s), kept in %s, because %s", short(v.v.Hash), r.keptWhere(e.name, v.v.Hash), e.keptWhy)
 	case e.rejected != nil && v != nil:
-		s.Warning = fmt.Sprintf("%s (hash %s) was rejected: %s; version %s keeps serving", file, short(e.rejected.Hash), e.rejected.Reason, short(v.v.Hash))
+		s.Warning = fmt.Sprintf("%s (hash %s) was rejected: %s; version %s keeps serving%s", file, short(e.rejected.Hash), e.rejected.Reason, short(v.v.Hash), retryNote(e.retryAt))
 	case e.rejected != nil:
-		s.Warning = fmt.Sprintf("no version serves: %s (hash %s) was rejected: %s", file, short(e.rejected.Hash), e.rejected.Reason)
+		s.Warning = fmt.Sprintf("no version serves: %s (hash %s) was rejected: %s%s", file, short(e.rejected.Hash), e.rejected.Reason, retryNote(e.retryAt))
 	case e.fileGone && v != nil:
 		s.Warning = fmt.Sprintf("%s was removed while in use; version %s keeps serving", file, short(v.v.Hash))
 	}
 	return s
+}
+
+// retryNote tells when a rejected version is tried again, for Status.Warning.
+func retryNote(at time.Time) string {
+	if at.IsZero() {
+		return ""
+	}
+	return "; it is tried again at " + at.UTC().Format(time.RFC3339)
 }
 
 // keptWhere names where the Keeper holds a version, for messages.

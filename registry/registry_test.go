@@ -852,3 +852,126 @@ func TestCloseAndSubscribe(t *testing.T) {
 		t.Error("New on a missing folder succeeded")
 	}
 }
+
+// timers records the retries a registry schedules, for the test to fire: no test waits for a
+// real timer.
+type timers chan timer
+
+type timer struct {
+	d time.Duration
+	f func()
+}
+
+func (ts timers) after(d time.Duration, f func()) { ts <- timer{d, f} }
+
+// next waits for the next retry scheduled and checks its delay.
+func (ts timers) next(t *testing.T, want time.Duration) timer {
+	t.Helper()
+	select {
+	case tm := <-ts:
+		if tm.d != want {
+			t.Fatalf("retry scheduled in %v, want %v", tm.d, want)
+		}
+		return tm
+	case <-time.After(waitFor):
+		t.Fatalf("no retry scheduled within %v", waitFor)
+	}
+	return timer{}
+}
+
+func (ts timers) none(t *testing.T) {
+	t.Helper()
+	select {
+	case tm := <-ts:
+		t.Fatalf("a retry was scheduled in %v", tm.d)
+	default:
+	}
+}
+
+// TestDeadlineRefusalIsTriedAgain: a version refused because a deadline passed (a loaded machine
+// makes a good version's _initialize or validation run out of time) is tried again, after
+// RetryAfter and then twice as long each time, Retries times; a version refused for any other
+// reason is not, and a retry due for a version since replaced does not try it.
+func TestDeadlineRefusalIsTriedAgain(t *testing.T) {
+	first, plain := wasmbuild.Bytes(t, pkgFirst), wasmbuild.Bytes(t, pkgPlain)
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	slow, bad := withSection(plain, 1), withSection(plain, 2)
+	var mu sync.Mutex
+	tries := map[string]int{}
+	failFor := map[string]int{host.Hash(plain): 2, host.Hash(slow): 1 << 30} // deadline refusals before it passes
+	validate := func(ctx context.Context, p *host.Plugin) error {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[p.Hash()]++
+		if p.Hash() == host.Hash(bad) {
+			return errors.New("a bug of the version's own")
+		}
+		if tries[p.Hash()] <= failFor[p.Hash()] {
+			return fmt.Errorf("the test's slow machine: %w", context.DeadlineExceeded)
+		}
+		return nil
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.wasm"), first)
+	ts := make(timers, 8)
+	f := start(t, dir, Options{Validate: validate, Clock: fixedClock{at}, RetryAfter: 2 * time.Second, Retries: 3, after: ts.after})
+
+	// Refused twice for a deadline, then served.
+	writeFile(t, f.path("a"), plain)
+	f.eventFor("a", Failed, host.Hash(plain))
+	tm := ts.next(t, 2*time.Second)
+	s := f.status("a")
+	if s.ActiveHash != host.Hash(first) || !s.RetryAt.Equal(at.Add(2*time.Second)) || !strings.Contains(s.Warning, "it is tried again at 2026-12-03T12:00:02Z") {
+		t.Fatalf("status after the first refusal = %+v", s)
+	}
+	tm.f()
+	f.eventFor("a", Failed, host.Hash(plain))
+	ts.next(t, 4*time.Second).f()
+	f.eventFor("a", Reloaded, host.Hash(plain))
+	if s := f.status("a"); s.ActiveHash != host.Hash(plain) || !s.RetryAt.IsZero() || s.Warning != "" || s.Failures != 2 {
+		t.Fatalf("status once served = %+v", s)
+	}
+	ts.none(t)
+
+	// Refused for a deadline every time: tried again Retries times, then left rejected.
+	writeFile(t, f.path("a"), slow)
+	f.eventFor("a", Failed, host.Hash(slow))
+	for _, d := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second} {
+		ts.next(t, d).f()
+		f.eventFor("a", Failed, host.Hash(slow))
+	}
+	f.check("a", outFailed)
+	ts.none(t)
+	if s := f.status("a"); s.ActiveHash != host.Hash(plain) || !s.RetryAt.IsZero() || strings.Contains(s.Warning, "tried again") || s.Failures != 6 {
+		t.Fatalf("status after the last retry = %+v", s)
+	}
+	mu.Lock()
+	if n := tries[host.Hash(slow)]; n != 4 {
+		t.Errorf("the slow version was validated %d times, want 4", n)
+	}
+	mu.Unlock()
+
+	// A new version resets the count; a retry due when a version failing for its own reason
+	// replaced it does not try that one again.
+	writeFile(t, f.path("a"), withSection(plain, 3))
+	f.eventFor("a", Reloaded, host.Hash(withSection(plain, 3)))
+	mu.Lock()
+	failFor[host.Hash(withSection(plain, 4))] = 1
+	mu.Unlock()
+	writeFile(t, f.path("a"), withSection(plain, 4))
+	f.eventFor("a", Failed, host.Hash(withSection(plain, 4)))
+	stale := ts.next(t, 2*time.Second)
+	writeFile(t, f.path("a"), bad)
+	f.eventFor("a", Failed, host.Hash(bad))
+	ts.none(t)
+	if s := f.status("a"); !s.RetryAt.IsZero() {
+		t.Fatalf("a retry is due after a version's own failure: %+v", s)
+	}
+	stale.f()
+	f.check("a", outSkipped)
+	mu.Lock()
+	if n := tries[host.Hash(bad)]; n != 1 {
+		t.Errorf("the bad version was validated %d times, want 1", n)
+	}
+	mu.Unlock()
+}
