@@ -17,14 +17,24 @@ import (
 
 // A history record is the entry's JSON (model.HistoryEntry, as the API shows it) with its moves
 // and pending handoffs packed: the brokers and client ids they name are listed once, and each
-// move is four varints (broker, queue id, previous and new owner) in one base64 string. A
-// 10,000-member generation that moves 50,000 queues is a few hundred kilobytes instead of
-// megabytes of {"queue":{...},"from":..,"to":..}. Records written before (with "moves" and
-// "pending" spelled out) are read as they are; a version before this one reads a packed
-// record as an entry without moves.
+// run of moves (queues one after the other on a broker, from one owner to one other) is four or
+// five varints (broker, first queue id, previous and new owner, length) in one base64 string. A
+// 10,000-member averagely generation that moves 50,000 queues in 5,000 runs is tens of
+// kilobytes instead of megabytes of {"queue":{...},"from":..,"to":..}. Records written before
+// are read as they are: spelled out (with "moves" and "pending"), or packed a move at a time
+// (allocd-moves-1). A version before allocd-moves-1 reads a packed record as an entry without
+// moves.
 
-// packedMovesFormat names the packed form of a history record's moves.
-const packedMovesFormat = "allocd-moves-1"
+// Packed forms of a history record's moves: packedMovesFormat is written, both are read.
+const (
+	packedMovesFormat   = "allocd-moves-2" // runs
+	packedMovesFormatV1 = "allocd-moves-1" // a move at a time
+)
+
+// maxUnpacked bounds the moves, and the pending handoffs, a packed record unpacks to: a run is a
+// few bytes however long, so its length, not the record's size, bounds what reading it takes.
+// A topic has at most 1,024 queues a broker; this is 1,024 brokers of them.
+const maxUnpacked = 1 << 20
 
 // historyRecord is the stored form of a model.HistoryEntry. Its Moves and Pending shadow the
 // entry's: they hold the moves of a record written unpacked.
@@ -39,12 +49,16 @@ type packedMoves struct {
 	Format  string      `json:"format"`
 	Brokers []brokerRef `json:"brokers"`
 	Clients []string    `json:"clients"`
-	// Moves is base64 of, per move: the zigzag varint of its broker's index minus the previous
-	// move's (the first: minus 0), the uvarint of its queue id (minus the previous id plus one
-	// when the broker is the same), and the uvarints of its previous and new owner's index in
-	// Clients.
+	// Moves is base64 of, per run of moves (allocd-moves-2): the zigzag varint of its broker's
+	// index minus the previous run's (the first: minus 0), the uvarint of its first queue id
+	// (minus the previous run's last id plus one when the broker is the same), the uvarint of
+	// its previous owner's index in Clients, the uvarint of its new owner's index times two,
+	// plus one when the run is longer than one move, and then the uvarint of its length minus
+	// two. A run's moves are of its first queue id and those after it, one by one. In
+	// allocd-moves-1 every move is a run of one and the new owner's index is not doubled.
 	Moves string `json:"moves"`
-	// Pending is coded as Moves, each handoff followed by the uvarint of its index in Times.
+	// Pending is coded as Moves, each run of handoffs (which share their times) followed by the
+	// uvarint of its index in Times.
 	Times   []handoffTimes `json:"times,omitempty"`
 	Pending string         `json:"pending,omitempty"`
 	// Released holds the queues of each of the trigger's releases (whose own lists are left
@@ -88,8 +102,8 @@ var ErrMovesOutOfOrder = errors.New("history moves out of queue order")
 // MarshalPackedHistoryEntry writes the history record of e with the moves, the releases' queues
 // and the pending handoffs that pk coded: the record MarshalHistoryEntry writes for e with
 // those Moves, Pending and Trigger.Released, without building them first. e.Moves and e.Pending
-// must be empty; pk must have coded e.Trigger.Released. pk is not changed, so the record may be
-// written again.
+// must be empty; pk must have coded e.Trigger.Released. pk's last runs are closed, and nothing
+// else is changed: the record may be written again.
 func MarshalPackedHistoryEntry(e model.HistoryEntry, pk *MovesPacker) ([]byte, error) {
 	return AppendPackedHistoryEntry(nil, e, pk)
 }
@@ -104,6 +118,8 @@ func AppendPackedHistoryEntry(dst []byte, e model.HistoryEntry, pk *MovesPacker)
 	case pk.releases != len(e.Trigger.Released):
 		return nil, fmt.Errorf("history entry with %d releases, %d of them packed", len(e.Trigger.Released), pk.releases)
 	}
+	pk.moves.close()
+	pk.pending.close()
 	// Moves and Pending are base64, which encoding/json writes as it is: it writes the record
 	// around placeholders, and the codes go in after, so that a megabyte of them is neither
 	// copied into strings nor scanned for escapes.
@@ -225,7 +241,7 @@ func (pk *MovesPacker) Reset() {
 	clear(pk.clients)
 	clear(pk.times)
 	pk.moves = movesWriter{pk: pk, buf: pk.moves.buf[:0], last: -1}
-	pk.pending = movesWriter{pk: pk, buf: pk.pending.buf[:0], last: -1}
+	pk.pending = movesWriter{pk: pk, buf: pk.pending.buf[:0], last: -1, timed: true}
 	pk.releases, pk.pendings, pk.lastTimes, pk.failed = 0, 0, 0, false
 }
 
@@ -236,7 +252,7 @@ func NewMovesPacker() *MovesPacker {
 		brokers: map[brokerRef]int{}, clients: map[string]int{},
 	}
 	pk.moves = movesWriter{pk: pk, last: -1}
-	pk.pending = movesWriter{pk: pk, last: -1}
+	pk.pending = movesWriter{pk: pk, last: -1, timed: true}
 	return pk
 }
 
@@ -266,11 +282,10 @@ func (pk *MovesPacker) Client(cid string) uint64 {
 // Move codes q's move from client from to client to; it fails (and so does the record) when q
 // is not after the previous move's queue of its broker.
 func (pk *MovesPacker) Move(q abi.Queue, from, to uint64) bool {
-	if !pk.moves.queue(q) {
+	if !pk.moves.run(q, from, to, 0) {
 		pk.failed = true
 		return false
 	}
-	pk.moves.buf = binary.AppendUvarint(binary.AppendUvarint(pk.moves.buf, from), to)
 	return true
 }
 
@@ -293,10 +308,6 @@ func (pk *MovesPacker) Released(releases []model.Release) bool {
 
 // Pending codes a handoff under way of q from client from to client to.
 func (pk *MovesPacker) Pending(q abi.Queue, from, to uint64, since, deadline time.Time) bool {
-	if !pk.pending.queue(q) {
-		pk.failed = true
-		return false
-	}
 	if pk.times == nil {
 		pk.times = map[handoffTimes]int{}
 	}
@@ -311,17 +322,62 @@ func (pk *MovesPacker) Pending(q abi.Queue, from, to uint64, since, deadline tim
 		}
 		pk.lastTimes = i
 	}
-	pk.pending.buf = binary.AppendUvarint(binary.AppendUvarint(binary.AppendUvarint(pk.pending.buf, from), to), uint64(i))
+	if !pk.pending.run(q, from, to, i) {
+		pk.failed = true
+		return false
+	}
 	pk.pendings++
 	return true
 }
 
-// movesWriter codes one list of queues over its packer's broker table.
+// movesWriter codes one list of queues over its packer's broker table, or (run) one list of
+// runs of moves or of handoffs.
 type movesWriter struct {
 	pk     *MovesPacker
 	buf    []byte
 	last   int   // the previous entry's broker, -1 before the first
-	lastID int32 // and its queue id
+	lastID int32 // and its queue id (an open run's: its last)
+	// The open run: its length (0 when none), owners and index in Times (timed: handoffs).
+	// Its queue and previous owner are in buf already; close writes the rest.
+	n        int
+	from, to uint64
+	times    int
+	timed    bool
+}
+
+// run codes q's move from client from to client to (and its times' index, for a handoff),
+// extending the open run when q is the next queue of its broker and the rest is the same.
+func (w *movesWriter) run(q abi.Queue, from, to uint64, times int) bool {
+	if w.n > 0 && from == w.from && to == w.to && times == w.times && q.QueueID > w.lastID && q.QueueID-w.lastID == 1 {
+		if ref := w.pk.p.Brokers[w.last]; ref.Broker == q.BrokerName && ref.Topic == q.Topic {
+			w.n++
+			w.lastID = q.QueueID
+			return true
+		}
+	}
+	w.close()
+	if !w.queue(q) {
+		return false
+	}
+	w.buf = binary.AppendUvarint(w.buf, from)
+	w.n, w.from, w.to, w.times = 1, from, to, times
+	return true
+}
+
+// close writes the open run's new owner, its length and its times' index.
+func (w *movesWriter) close() {
+	switch {
+	case w.n == 0:
+		return
+	case w.n == 1:
+		w.buf = binary.AppendUvarint(w.buf, w.to<<1)
+	default:
+		w.buf = binary.AppendUvarint(binary.AppendUvarint(w.buf, w.to<<1|1), uint64(w.n-2))
+	}
+	if w.timed {
+		w.buf = binary.AppendUvarint(w.buf, uint64(w.times))
+	}
+	w.n = 0
 }
 
 // queue codes q; it fails when q is not after the previous entry of its broker.
@@ -430,16 +486,53 @@ func (p *packedMoves) queues(code, what string) ([]abi.Queue, error) {
 	return qs, nil
 }
 
-func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err error) {
-	if p.Format != packedMovesFormat {
-		return nil, nil, fmt.Errorf("packed moves of format %q: this version reads %q", p.Format, packedMovesFormat)
+// run reads what follows a run's previous owner: its new owner and its length (a move's new
+// owner, in allocd-moves-1), and moves past the run's queue ids. total counts the entries read
+// so far, against maxUnpacked.
+func (r *movesReader) run(runs bool, total *int) (to string, n int, err error) {
+	v, err := r.uvarint()
+	if err != nil {
+		return "", 0, err
 	}
+	n = 1
+	if runs {
+		if v&1 == 1 {
+			m, err := r.uvarint()
+			if err != nil {
+				return "", 0, err
+			}
+			if m > maxUnpacked {
+				return "", 0, r.fail("a run of more than %d", maxUnpacked)
+			}
+			n = int(m) + 2
+		}
+		v >>= 1
+	}
+	if v >= uint64(len(r.p.Clients)) {
+		return "", 0, r.fail("client index %d outside the table of %d", v, len(r.p.Clients))
+	}
+	if r.lastID+int64(n-1) > math.MaxInt32 {
+		return "", 0, r.fail("queue id beyond %d", math.MaxInt32)
+	}
+	if *total += n; *total > maxUnpacked {
+		return "", 0, r.fail("more than %d entries", maxUnpacked)
+	}
+	r.lastID += int64(n - 1)
+	return r.p.Clients[v], n, nil
+}
+
+func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err error) {
+	if p.Format != packedMovesFormat && p.Format != packedMovesFormatV1 {
+		return nil, nil, fmt.Errorf("packed moves of format %q: this version reads %q and %q", p.Format, packedMovesFormat, packedMovesFormatV1)
+	}
+	runs := p.Format == packedMovesFormat
 	raw, err := base64.RawStdEncoding.DecodeString(p.Moves)
 	if err != nil {
 		return nil, nil, fmt.Errorf("packed moves: %w", err)
 	}
 	r := &movesReader{p: p, raw: raw, last: -1, what: "moves"}
-	moves = make([]model.Move, 0, len(raw)/4) // a move takes at least four bytes
+	moves = make([]model.Move, 0, len(raw)/4) // a run takes at least four bytes
+	total := 0
 	for len(r.raw) > 0 {
 		var m model.Move
 		if m.Queue, err = r.queue(); err != nil {
@@ -448,10 +541,15 @@ func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err
 		if m.From, err = r.client(); err != nil {
 			return nil, nil, err
 		}
-		if m.To, err = r.client(); err != nil {
+		to, n, err := r.run(runs, &total)
+		if err != nil {
 			return nil, nil, err
 		}
-		moves = append(moves, m)
+		m.To = to
+		for range n {
+			moves = append(moves, m)
+			m.Queue.QueueID++
+		}
 	}
 	if p.Pending == "" {
 		return moves, nil, nil
@@ -461,6 +559,7 @@ func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err
 	}
 	r = &movesReader{p: p, raw: raw, last: -1, what: "pending handoffs"}
 	pending = make([]model.Handoff, 0, len(raw)/5)
+	total = 0
 	for len(r.raw) > 0 {
 		var h model.Handoff
 		if h.Queue, err = r.queue(); err != nil {
@@ -469,9 +568,11 @@ func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err
 		if h.From, err = r.client(); err != nil {
 			return nil, nil, err
 		}
-		if h.To, err = r.client(); err != nil {
+		to, n, err := r.run(runs, &total)
+		if err != nil {
 			return nil, nil, err
 		}
+		h.To = to
 		i, err := r.uvarint()
 		if err != nil {
 			return nil, nil, err
@@ -480,7 +581,10 @@ func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err
 			return nil, nil, r.fail("times index %d outside the table of %d", i, len(p.Times))
 		}
 		h.Since, h.Deadline = p.Times[i].Since, p.Times[i].Deadline
-		pending = append(pending, h)
+		for range n {
+			pending = append(pending, h)
+			h.Queue.QueueID++
+		}
 	}
 	return moves, pending, nil
 }
