@@ -583,7 +583,8 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 
 // retryDelay returns how long to wait before the file's version that failed with f is tried
 // again, and counts the try: 0 (never) unless a deadline refused it, RetryAfter before the first
-// try of that version, doubling up to maxRetryWait; 0 once it was tried Retries times.
+// try of that version, doubling up to maxRetryWait (or RetryAfter, if longer); 0 once it was
+// tried Retries times.
 func (r *Registry) retryDelay(e *entry, f *failure) time.Duration {
 	if !errors.Is(f.err, context.DeadlineExceeded) || r.closed() {
 		return 0
@@ -594,9 +595,9 @@ func (r *Registry) retryDelay(e *entry, f *failure) time.Duration {
 	if e.retries >= r.opts.Retries {
 		return 0
 	}
-	d := r.opts.RetryAfter
+	d, limit := r.opts.RetryAfter, max(maxRetryWait, r.opts.RetryAfter)
 	for range e.retries {
-		d = min(2*d, maxRetryWait)
+		d = min(2*d, limit)
 	}
 	e.retries++
 	return max(d, 1)

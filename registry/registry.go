@@ -141,9 +141,10 @@ type Options struct {
 	// RetryAfter is how long after a version was refused for a deadline it is tried again:
 	// its _initialize, self-test or Validate ran out of time (errors.Is(err,
 	// context.DeadlineExceeded)), which a machine busy compiling several plugins at once, or
-	// serving a burst, makes happen to a good version. Each refusal of the same version doubles
-	// the wait, up to 10 minutes (DefaultRetryAfter). Any other failure is of the version itself, and it is not
-	// tried again until its file changes or Rescan.
+	// serving a burst, makes happen to a good version. Each refusal of the same version
+	// doubles the wait, up to 10 minutes or RetryAfter if longer (DefaultRetryAfter). Any
+	// other failure is of the version itself: it is not tried again until its file changes or
+	// Rescan.
 	RetryAfter time.Duration
 	// Retries is how many times one version refused for a deadline is tried again before it
 	// stays rejected until its file changes or Rescan (DefaultRetries; negative: never).

@@ -18,12 +18,12 @@ import (
 // A history record is the entry's JSON (model.HistoryEntry, as the API shows it) with its moves
 // and pending handoffs packed: the brokers and client ids they name are listed once, and each
 // run of moves (queues one after the other on a broker, from one owner to one other) is four or
-// five varints (broker, first queue id, previous and new owner, length) in one base64 string. A
-// 10,000-member averagely generation that moves 50,000 queues in 5,000 runs is tens of
-// kilobytes instead of megabytes of {"queue":{...},"from":..,"to":..}. Records written before
-// are read as they are: spelled out (with "moves" and "pending"), or packed a move at a time
-// (allocd-moves-1). A version before allocd-moves-1 reads a packed record as an entry without
-// moves.
+// five varints (broker, first queue id, previous and new owner, length) in one base64 string.
+// When a 10,000-member averagely generation moves 50,000 queues in 5,000 runs, the moves take
+// tens of kilobytes instead of megabytes of {"queue":{...},"from":..,"to":..}. Records
+// written before are read as they are: spelled out (with "moves" and "pending"), or packed a
+// move at a time (allocd-moves-1). A version before allocd-moves-1 reads a packed record as an
+// entry without moves.
 
 // Packed forms of a history record's moves: packedMovesFormat is written, both are read.
 const (
