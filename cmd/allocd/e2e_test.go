@@ -532,3 +532,31 @@ func TestServeReloadsAReplacedPlugin(t *testing.T) {
 		t.Errorf("averagely's harness report: %+v, want the new version's, passed", h)
 	}
 }
+
+// TestServeTriesAgainAPluginRefusedForItsDeadline: a plugin whose start runs out of the call
+// deadline (here a deadline no start can meet) is refused with the deadline named, and
+// /v1/plugins says when it will be tried again, as it would for a good version on a machine too
+// busy to start it in time.
+func TestServeTriesAgainAPluginRefusedForItsDeadline(t *testing.T) {
+	plugins := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(wasmbuild.BuiltinPlugins(t), "averagely.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name of no built-in, so that no built-in is tried after it.
+	if err := os.WriteFile(filepath.Join(plugins, "spread.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, t.TempDir(), plugins, "--plugin-timeout", "1us")
+	var st struct {
+		ActiveHash, LastError, Warning string
+		LastAttempt, RetryAt           time.Time
+	}
+	d.must(http.StatusOK, "GET", "/v1/plugins/spread", "", &st)
+	if st.ActiveHash != "" || !strings.Contains(st.LastError, "deadline") {
+		t.Fatalf("a plugin under a 1µs deadline: %+v, want it refused for the deadline", st)
+	}
+	if wait := st.RetryAt.Sub(st.LastAttempt); wait < 2*time.Second || wait > time.Minute || !strings.Contains(st.Warning, "it is tried again at") {
+		t.Fatalf("a plugin refused for its deadline: %+v, want a retry due 2 s or more after the attempt, in the warning too", st)
+	}
+}
