@@ -65,8 +65,15 @@ func (r *Registry) builtinFallback(name, outcome string) string {
 	e.failedHash = failedHash
 	if fail != nil {
 		// No timer of its own tries it again: a retry of the file's version (after a deadline)
-		// or a Rescan does.
+		// or a Rescan does. The file's rejection stays what the status names; the built-in's
+		// failure is the last attempt, and the warning adds it.
 		r.reject(e, fail.hash, "built-in "+fail.stage, fail.err, fail.attempt, fail.took, -1)
+		r.mu.Lock()
+		if rejected != nil {
+			e.rejected = rejected
+		}
+		e.builtinErr = e.lastError
+		r.mu.Unlock()
 		return outFailed
 	}
 	r.mu.Lock()

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -61,6 +62,21 @@ func TestBuiltins(t *testing.T) {
 		f.check("a", outSkipped)
 		if s := f.status("a"); s.Failures != 1 || !s.Builtin {
 			t.Errorf("after a rescan: %+v", s)
+		}
+	})
+
+	t.Run("bad file and bad built-in", func(t *testing.T) {
+		dir := t.TempDir()
+		bad := []byte("this is not wasm at all, just text")
+		writeFile(t, dir+"/a.wasm", bad)
+		badBuiltin := []byte("not wasm either, a built-in this time")
+		f := start(t, dir, Options{Builtins: fstest.MapFS{"a.wasm": {Data: badBuiltin}}})
+		// The status names the file's rejection, which the operator mends, and adds the
+		// built-in's failure; the last attempt is the built-in's.
+		s := f.status("a")
+		if s.ActiveHash != "" || s.Rejected == nil || s.Rejected.Hash != host.Hash(bad) || s.LastAttemptHash != host.Hash(badBuiltin) ||
+			!strings.Contains(s.Warning, "a.wasm (hash "+short(host.Hash(bad))+") was rejected") || !strings.Contains(s.Warning, "the built-in a failed too: built-in load") {
+			t.Errorf("status = %+v, want the file's rejection and the built-in's failure", s)
 		}
 	})
 

@@ -348,7 +348,7 @@ var emptyHash = host.Hash(nil)
 func (r *Registry) restored(e *entry, v *version) {
 	r.mu.Lock()
 	was := e.kept || e.rejected != nil || e.lastError != ""
-	e.kept, e.keptWhy, e.rejected, e.lastError, e.retryAt = false, "", nil, "", time.Time{}
+	e.kept, e.keptWhy, e.rejected, e.lastError, e.retryAt, e.builtinErr = false, "", nil, "", time.Time{}, ""
 	r.mu.Unlock()
 	e.failedHash, e.retryHash, e.retries = "", "", 0
 	if was {
@@ -516,6 +516,7 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept
 		e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, ""
 		e.rejected, e.keptWhy, e.retryAt = nil, "", time.Time{}
 	}
+	e.builtinErr = ""
 	if old != nil {
 		e.reloads++
 	}

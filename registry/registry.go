@@ -277,6 +277,7 @@ type entry struct {
 	history         []Event
 	builtin         bool      // the active version is the built-in one
 	retryAt         time.Time // when a version refused for a deadline is tried again
+	builtinErr      string    // why the built-in failed too, after the file was rejected
 
 	// Worker only: the hash of the last rejected version, not tried again until it changes,
 	// and a failure not yet believed because the file changed less than Debounce before.
@@ -578,6 +579,9 @@ func (r *Registry) statusLocked(e *entry) Status {
 		s.Warning = fmt.Sprintf("%s (hash %s) was rejected: %s; version %s keeps serving%s", file, short(e.rejected.Hash), e.rejected.Reason, short(v.v.Hash), retryNote(e.retryAt))
 	case e.rejected != nil:
 		s.Warning = fmt.Sprintf("no version serves: %s (hash %s) was rejected: %s%s", file, short(e.rejected.Hash), e.rejected.Reason, retryNote(e.retryAt))
+		if e.builtinErr != "" {
+			s.Warning += "; the built-in " + e.name + " failed too: " + e.builtinErr
+		}
 	case e.fileGone && v != nil:
 		s.Warning = fmt.Sprintf("%s was removed while in use; version %s keeps serving", file, short(v.v.Hash))
 	}
