@@ -59,20 +59,20 @@ func (r *Registry) builtinFallback(name, outcome string) string {
 	}
 	failedHash := e.failedHash
 	r.mu.Lock()
-	attempt, attemptHash, lastError, rejected := e.lastAttempt, e.lastAttemptHash, e.lastError, e.rejected
+	attempt, attemptHash, lastError, rejected, retryAt := e.lastAttempt, e.lastAttemptHash, e.lastError, e.rejected, e.retryAt
 	r.mu.Unlock()
 	out, fail := r.load(e, b, host.Hash(b), true)
 	e.failedHash = failedHash
 	if fail != nil {
-		// No timer of its own tries it again: a retry of the file's version (after a deadline)
-		// or a Rescan does. The file's rejection stays what the status names; the built-in's
-		// failure is the last attempt, and the warning adds it.
-		r.reject(e, fail.hash, "built-in "+fail.stage, fail.err, fail.attempt, fail.took, -1)
+		// No timer of its own tries it again: a retry of the file's version (after a deadline,
+		// which stays due) or a Rescan does. The file's rejection stays what the status names;
+		// the built-in's failure is the last attempt, and the warning adds it.
+		r.reject(e, fail.hash, "built-in "+fail.stage, fail.err, fail.attempt, fail.took, 0)
 		r.mu.Lock()
 		if rejected != nil {
 			e.rejected = rejected
 		}
-		e.builtinErr = e.lastError
+		e.retryAt, e.builtinErr = retryAt, e.lastError
 		r.mu.Unlock()
 		return outFailed
 	}

@@ -545,8 +545,7 @@ func (r *Registry) loadVersion(e *entry, data []byte, hash string, builtin, kept
 	return outcome, nil
 }
 
-// reject records a version that may not serve. It is tried again in retryIn when that is more
-// than 0; a negative retryIn leaves a try already due as it is.
+// reject records a version that may not serve. It is tried again in retryIn unless that is 0.
 func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.Time, took time.Duration, retryIn time.Duration) {
 	reason := err.Error()
 	if stage != "load" { // the host's load errors say "load" already
@@ -556,11 +555,9 @@ func (r *Registry) reject(e *entry, hash, stage string, err error, attempt time.
 	e.lastAttempt, e.lastAttemptHash, e.lastError = attempt, hash, reason
 	e.rejected = &Rejection{Hash: hash, Reason: reason, At: attempt}
 	e.failures++
-	switch {
-	case retryIn > 0:
+	e.retryAt = time.Time{}
+	if retryIn > 0 {
 		e.retryAt = r.clock.Now().Add(retryIn)
-	case retryIn == 0:
-		e.retryAt = time.Time{}
 	}
 	r.mu.Unlock()
 	if hash != "" {
