@@ -49,7 +49,9 @@ func newPollGate(t *testing.T, e *env) *pollGate {
 	return g
 }
 
-// join heartbeats members c000.. into group g and waits for their first generation.
+// join heartbeats members c000.. into group g and waits for the first generation that holds
+// them all: one that gives the last member queues. (An earlier generation, published while the
+// others were still joining, would answer the tests' polls at once.)
 func join(t *testing.T, c *client.Client, group string, members int) int64 {
 	t.Helper()
 	ctx := context.Background()
@@ -59,10 +61,11 @@ func join(t *testing.T, c *client.Client, group string, members int) int64 {
 		}
 	}
 	var gen int64
+	last := fmt.Sprintf("c%03d", members-1)
 	waitFor(t, func() bool {
-		a, err := c.PollAssignment(ctx, group, "c000", "T", 0, 0)
+		a, err := c.PollAssignment(ctx, group, last, "T", 0, 0)
 		gen = a.Generations["T"]
-		return err == nil && gen > 0
+		return err == nil && gen > 0 && len(a.Queues["T"]) > 0
 	})
 	return gen
 }
