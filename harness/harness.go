@@ -205,7 +205,14 @@ type Failure struct {
 	Event    *Event    `json:"event,omitempty"`
 	// Shrunk tells whether Scenario is smaller than the scenario first seen.
 	Shrunk bool `json:"shrunk"`
+
+	cause error // Unwrap's
 }
+
+// Unwrap is the plugin's error when the failure is a call that failed: errors.Is(err,
+// context.DeadlineExceeded) tells one that ran out of time (the registry tries such a version
+// again), errors.As finds the host's Error.
+func (f *Failure) Unwrap() error { return f.cause }
 
 func (f *Failure) Error() string {
 	s := "harness: " + f.Check + ": " + f.Reason
@@ -329,6 +336,7 @@ type runner struct {
 // found is the first failure of a check, before shrinking.
 type found struct {
 	reason, where string
+	cause         error // the plugin's error, for a call that failed
 	sc            *Scenario
 	ev            *Event
 }
@@ -342,11 +350,16 @@ func newRunner(ctx context.Context, p Allocator, opts Options) *runner {
 }
 
 func (r *runner) fail(check, reason, where string, sc *Scenario, ev *Event) {
+	r.failWith(check, reason, nil, where, sc, ev)
+}
+
+// failWith is fail for a problem with the plugin's error as its cause.
+func (r *runner) failWith(check, reason string, cause error, where string, sc *Scenario, ev *Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.counts[check]++
 	if r.found[check] == nil {
-		r.found[check] = &found{reason: reason, where: where, sc: sc, ev: ev}
+		r.found[check] = &found{reason: reason, cause: cause, where: where, sc: sc, ev: ev}
 	}
 }
 
@@ -613,7 +626,10 @@ type outcome struct {
 	weightOff          float64 // the largest distance from a weighted share, when weights
 }
 
-type problem struct{ check, reason string }
+type problem struct {
+	check, reason string
+	cause         error // the plugin's error, for a call that failed
+}
 
 // ok reports whether the answer is usable for the determinism and stability phases.
 func (o *outcome) ok() bool {
@@ -656,14 +672,14 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 	if err != nil {
 		var ae *abi.Error
 		if errors.As(err, &ae) {
-			o.problems = append(o.problems, problem{CheckValid, ae.Error()})
+			o.problems = append(o.problems, problem{check: CheckValid, reason: ae.Error()})
 		} else {
-			o.problems = append(o.problems, problem{CheckErrors, "the call failed: " + err.Error()})
+			o.problems = append(o.problems, problem{check: CheckErrors, reason: "the call failed: " + err.Error(), cause: err})
 		}
 		return o
 	}
 	if err := abi.ValidateFor(&r.info, req, resp); err != nil {
-		o.problems = append(o.problems, problem{CheckValid, err.Error()})
+		o.problems = append(o.problems, problem{check: CheckValid, reason: err.Error()})
 		return o
 	}
 	o.resp = resp
@@ -677,14 +693,14 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		if !members[id] {
 			o.outsider = true
 			if !res.Failed && len(res.Indices) > 0 && o.reason(CheckOutsider) == "" {
-				o.problems = append(o.problems, problem{CheckOutsider, fmt.Sprintf(
+				o.problems = append(o.problems, problem{check: CheckOutsider, reason: fmt.Sprintf(
 					"consumer %q is not in cidAll but is given %s", id, plural(len(res.Indices), "queue"))})
 			}
 			continue
 		}
 		if res.Failed && !memberFailed {
 			memberFailed = true
-			o.problems = append(o.problems, problem{CheckErrors, fmt.Sprintf("consumer %q: the plugin answered the error %q", id, res.Err)})
+			o.problems = append(o.problems, problem{check: CheckErrors, reason: fmt.Sprintf("consumer %q: the plugin answered the error %q", id, res.Err)})
 		}
 	}
 	if memberFailed || len(req.Consumers) == 0 || sc.CID != "" {
@@ -702,7 +718,7 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 	}
 	o.covered = true
 	if o.unassigned > 0 && !r.info.Has(abi.PropPartial) {
-		o.problems = append(o.problems, problem{CheckCoverage, fmt.Sprintf(
+		o.problems = append(o.problems, problem{check: CheckCoverage, reason: fmt.Sprintf(
 			"%d of %d queues are given to nobody, first queue %d (%s); the plugin does not declare %q",
 			o.unassigned, len(owners), first, req.Queues[first], abi.PropPartial)})
 	}
@@ -735,17 +751,17 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 	case r.weightedPromise():
 		if !within {
 			w, total := weightedShares(req)
-			o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
+			o.problems = append(o.problems, problem{check: CheckBalance, reason: fmt.Sprintf(
 				"consumer %q (weight %d of %d) has %s where its weighted share is %.2f, and the plugin promises %q and %q",
 				worst, w[worst], total, plural(count[worst], "queue"), share(req, worst, assigned), abi.PropBalanced, PropWeighted)})
 		}
 	case o.spread > 1 && r.info.Has(abi.PropBalanced):
-		o.problems = append(o.problems, problem{CheckBalance, fmt.Sprintf(
+		o.problems = append(o.problems, problem{check: CheckBalance, reason: fmt.Sprintf(
 			"consumer %q has %s and %q has %d: max-min is %d, and the plugin promises %q",
 			hi, plural(count[hi], "queue"), lo, count[lo], o.spread, abi.PropBalanced)})
 	}
 	if reason := o.zones(owners); reason != "" && r.info.Has(abi.PropZoned) {
-		o.problems = append(o.problems, problem{CheckZones, reason + fmt.Sprintf(", and the plugin promises %q", abi.PropZoned)})
+		o.problems = append(o.problems, problem{check: CheckZones, reason: reason + fmt.Sprintf(", and the plugin promises %q", abi.PropZoned)})
 	}
 	if r.ref != nil && !r.quick {
 		o.refCompared = true
@@ -753,10 +769,10 @@ func (r *runner) evaluate(sc *Scenario, timed bool) *outcome {
 		rresp, err := r.ref.Allocate(r.ctx, rreq)
 		switch {
 		case err != nil:
-			o.problems = append(o.problems, problem{CheckReference, "the reference failed: " + err.Error()})
+			o.problems = append(o.problems, problem{check: CheckReference, reason: "the reference failed: " + err.Error()})
 		default:
 			if d := diffAnswers(req, resp, rresp, "plugin", "reference"); d != "" {
-				o.problems = append(o.problems, problem{CheckReference, d})
+				o.problems = append(o.problems, problem{check: CheckReference, reason: d})
 			}
 		}
 	}
@@ -824,7 +840,7 @@ func (r *runner) record(o *outcome, where string, sc *Scenario) {
 		r.refCompared++
 	}
 	for _, p := range o.problems {
-		r.fail(p.check, p.reason, where, sc, nil)
+		r.failWith(p.check, p.reason, p.cause, where, sc, nil)
 	}
 }
 

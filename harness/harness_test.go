@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -413,6 +414,31 @@ func TestNativeErrorsAndDeterminism(t *testing.T) {
 
 	rep = run(t, &counting{}, harness.Options{Scenarios: 10})
 	requireFailure(t, rep, harness.CheckDeterminism, "answered differently", 1, 2)
+}
+
+// slow runs out of time on groups of more than 5 queues, as a plugin stopped at its deadline.
+type slow struct{ *native }
+
+func (s slow) Allocate(ctx context.Context, req *abi.Request) (*abi.Response, error) {
+	if len(req.Queues) > 5 {
+		return nil, fmt.Errorf("plugin stopped: %w", context.DeadlineExceeded)
+	}
+	return s.native.Allocate(ctx, req)
+}
+
+// TestQuickKeepsTheCallsError: a failure of calls that failed carries the plugin's error, so that
+// the registry tells a version that ran out of time (and tries it again) from one whose calls
+// fail on their own.
+func TestQuickKeepsTheCallsError(t *testing.T) {
+	err := harness.Quick(context.Background(), slow{nativeAveragely()}, nil)
+	var f *harness.Failure
+	if !errors.As(err, &f) || f.Check != harness.CheckErrors || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Quick(slow) = %v, want a failed-calls failure matching context.DeadlineExceeded", err)
+	}
+	err = harness.Quick(context.Background(), erring{nativeAveragely()}, nil)
+	if !errors.As(err, &f) || f.Check != harness.CheckErrors || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Quick(erring) = %v, want a failed-calls failure that is not a deadline's", err)
+	}
 }
 
 func TestCanceled(t *testing.T) {

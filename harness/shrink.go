@@ -18,7 +18,7 @@ type predicate func(sc *Scenario, ev *Event) string
 func (r *runner) minimize(check string, f *found) *Failure {
 	out := &Failure{
 		Check: check, Reason: f.reason, FirstSeen: f.where + ": " + f.reason,
-		Occurrences: r.counts[check], Scenario: f.sc, Event: f.ev,
+		Occurrences: r.counts[check], Scenario: f.sc, Event: f.ev, cause: f.cause,
 	}
 	pred := r.predicate(check)
 	if pred == nil || r.opts.ShrinkBudget < 0 {
