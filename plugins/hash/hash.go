@@ -138,8 +138,8 @@ func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, er
 		}
 		defer m.keepRing(r, ids)
 	}
-	if distinct(ids) {
-		r.buildDistinct(ids, vnodes)
+	if distinct, sorted := distinctIDs(ids); distinct {
+		r.buildDistinct(ids, sorted, vnodes)
 	} else {
 		r.buildRepeated(ids, vnodes)
 	}
@@ -147,47 +147,51 @@ func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, er
 	return r, nil
 }
 
-// distinct reports whether no id repeats. Sorted input (the normal case) is settled without a map.
-func distinct(ids []string) bool {
-	sorted := true
+// distinctIDs reports whether no id repeats, and whether the ids ascend. Ascending input (the
+// normal case) is settled without a map.
+func distinctIDs(ids []string) (distinct, ascending bool) {
+	ascending = true
 	for i := 1; i < len(ids); i++ {
 		if ids[i-1] >= ids[i] {
-			sorted = false
+			ascending = false
 			break
 		}
 	}
-	if sorted {
-		return true
+	if ascending {
+		return true, true
 	}
 	seen := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		if _, ok := seen[id]; ok {
-			return false
+			return false, false
 		}
 		seen[id] = struct{}{}
 	}
-	return true
+	return true, false
 }
 
 // buildDistinct is the fast path: with no repeated id, e is always 0, so the ring is the sorted
 // set of (hash, consumer) pairs where, on an equal hash, the later put (the larger consumer index)
-// survives.
-func (r *Ring) buildDistinct(ids []string, vnodes int) {
+// survives. ascending says the ids ascend, which the memo needs to find them.
+func (r *Ring) buildDistinct(ids []string, ascending bool, vnodes int) {
 	keys := make([]uint64, 0, len(ids)*vnodes)
-	for i, id := range ids {
-		if r.memo != nil {
-			for _, h := range r.memo.vnodeHashes(r, id, vnodes) {
+	if r.memo != nil && ascending {
+		hashes := r.memo.vnodeHashes(r, ids, vnodes)
+		for i := range ids {
+			for _, h := range hashes[i*vnodes : (i+1)*vnodes] {
 				keys = append(keys, uint64(h)<<32|uint64(i))
 			}
-			continue
 		}
-		r.vnodePrefix(id)
-		for k := 0; k < vnodes; k++ {
-			keys = append(keys, uint64(r.vnodeHash(k))<<32|uint64(i))
+	} else {
+		if r.memo != nil {
+			r.memo.forgetConsumers()
 		}
-	}
-	if r.memo != nil {
-		r.memo.dropUnusedConsumers()
+		for i, id := range ids {
+			r.vnodePrefix(id)
+			for k := 0; k < vnodes; k++ {
+				keys = append(keys, uint64(r.vnodeHash(k))<<32|uint64(i))
+			}
+		}
 	}
 	keys = sortKeys(keys)
 	r.hashes = make([]uint32, 0, len(keys))
@@ -269,6 +273,15 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 	for j, h := range r.hashes {
 		r.nodes[j] = ring[h]
 	}
+}
+
+// appendVnodeHashes appends the hashes of id's keys "id-0" ... "id-(vnodes-1)" to dst.
+func (r *Ring) appendVnodeHashes(dst []uint32, id string, vnodes int) []uint32 {
+	r.vnodePrefix(id)
+	for k := 0; k < vnodes; k++ {
+		dst = append(dst, r.vnodeHash(k))
+	}
+	return dst
 }
 
 // vnodePrefix starts the keys of consumer id's virtual nodes, id + "-" + index, for vnodeHash.
@@ -496,14 +509,20 @@ func Queues(dst, owners []int, self int) []int {
 // Memo keeps the MD5 hashes of one request's virtual nodes and queue keys for the next request
 // of the same shape, so that a rebalance after a member joined or left hashes only what is new:
 // MD5 is most of a ring's and an assignment's cost in a wasm guest (RATIONALE.md). It holds the
-// hashes of the consumers and brokers of the last request only (4·V bytes a consumer, 8 bytes a
-// queue id up to the largest one seen, queue ids from maxMemoQueueID on are not kept), so its
-// memory is bounded by that request's size. The zero Memo is ready to use.
+// hashes of the consumers and brokers of the last request only (4·V bytes a consumer, twice, 8
+// bytes a queue id up to the largest one seen, queue ids from maxMemoQueueID on are not kept), so
+// its memory is bounded by that request's size. The zero Memo is ready to use.
 type Memo struct {
-	vnodes    int
-	gen       uint32
-	consumers map[string]*memoConsumer
-	runs      map[[2]string]*queueRun
+	vnodes int
+	gen    uint32
+	// hashIDs are the last request's consumers, ascending, and hashes their virtual nodes'
+	// hashes, hashIDs[i]'s at hashes[i*vnodes:(i+1)*vnodes]. A request whose ids ascend finds
+	// its known ones by merging the two lists: no map, and nothing allocated a consumer, which
+	// a request from another group (none known) would pay for nothing (RATIONALE.md). next is
+	// the buffer the next request's hashes are written to; the two are swapped.
+	hashIDs      []string
+	hashes, next []uint32
+	runs         map[[2]string]*queueRun
 	// ring was built from ringIDs (and vnodes): the next request with the same members in the
 	// same order gets it back without sorting its keys again.
 	ring    *Ring
@@ -524,11 +543,6 @@ func (m *Memo) sameRing(ids []string) *Ring {
 }
 
 func (m *Memo) keepRing(r *Ring, ids []string) { m.ring, m.ringIDs = r, ids }
-
-type memoConsumer struct {
-	hashes []uint32
-	gen    uint32
-}
 
 // queueRun holds the hashes of one (topic, broker)'s queue keys by queue id: 1<<32 | hash, 0 for
 // not yet known.
@@ -558,8 +572,8 @@ func (r *queueRun) put(id int32, h uint32) {
 // begin starts a request: a new virtual-node count forgets every consumer's hashes.
 func (m *Memo) begin(vnodes int) {
 	m.gen++
-	if m.consumers == nil || m.vnodes != vnodes {
-		m.consumers = map[string]*memoConsumer{}
+	if m.vnodes != vnodes {
+		m.forgetConsumers()
 		m.vnodes = vnodes
 		m.ring, m.ringIDs = nil, nil
 	}
@@ -568,19 +582,33 @@ func (m *Memo) begin(vnodes int) {
 	}
 }
 
-// vnodeHashes returns the hashes of id's keys "id-0" ... "id-(vnodes-1)".
-func (m *Memo) vnodeHashes(r *Ring, id string, vnodes int) []uint32 {
-	e := m.consumers[id]
-	if e == nil {
-		e = &memoConsumer{hashes: make([]uint32, vnodes)}
-		r.vnodePrefix(id)
-		for k := range e.hashes {
-			e.hashes[k] = r.vnodeHash(k)
+// vnodeHashes returns the hashes of the keys "id-0" ... "id-(vnodes-1)" of each of ids, which
+// ascend, vnodes an id in ids' order, and keeps them (and ids) for the next request. The result
+// is the Memo's until its next request.
+func (m *Memo) vnodeHashes(r *Ring, ids []string, vnodes int) []uint32 {
+	next := m.next[:0]
+	known := m.hashIDs
+	j := 0 // known[:j] are below the id at hand
+	for _, id := range ids {
+		for j < len(known) && known[j] < id {
+			j++
 		}
-		m.consumers[id] = e
+		if j < len(known) && known[j] == id {
+			next = append(next, m.hashes[j*vnodes:(j+1)*vnodes]...)
+			j++
+			continue
+		}
+		next = r.appendVnodeHashes(next, id, vnodes)
 	}
-	e.gen = m.gen
-	return e.hashes
+	m.hashIDs = ids
+	m.hashes, m.next = next, m.hashes[:0]
+	return next
+}
+
+// forgetConsumers drops the consumers' hashes (their buffers are kept).
+func (m *Memo) forgetConsumers() {
+	m.hashIDs = nil
+	m.hashes = m.hashes[:0]
 }
 
 func (m *Memo) queueRun(topic, broker string) *queueRun {
@@ -592,14 +620,6 @@ func (m *Memo) queueRun(topic, broker string) *queueRun {
 	}
 	run.gen = m.gen
 	return run
-}
-
-func (m *Memo) dropUnusedConsumers() {
-	for id, e := range m.consumers {
-		if e.gen != m.gen {
-			delete(m.consumers, id)
-		}
-	}
 }
 
 func (m *Memo) dropUnusedQueues() {

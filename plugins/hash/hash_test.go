@@ -528,7 +528,8 @@ func TestFastPathMatchesSimulation(t *testing.T) {
 		ids = ids[:1+rng.IntN(len(ids))]
 		v := 1 + rng.IntN(4)
 		var fast, exact Ring
-		fast.buildDistinct(ids, v)
+		_, ascending := distinctIDs(ids)
+		fast.buildDistinct(ids, ascending, v)
 		exact.buildRepeated(ids, v)
 		if !slices.Equal(fast.hashes, exact.hashes) || !slices.Equal(fast.nodes, exact.nodes) {
 			t.Fatalf("ids %q V=%d: fast %v/%v, exact %v/%v", ids, v, fast.hashes, fast.nodes, exact.hashes, exact.nodes)
@@ -704,8 +705,9 @@ func TestAgainstReferenceLargeRings(t *testing.T) {
 
 // TestMemoGivesNewRingsAnswers: over a sequence of requests (the same one again, a member
 // joining and leaving, a broker added, queue ids past the memo's bound and negative ones, another
-// vnodes), a ring built with a Memo assigns every queue as a ring built from scratch does, and the
-// Memo keeps only the last request's consumers and brokers.
+// vnodes, another group's members, members known and new interleaved, members not in order), a
+// ring built with a Memo assigns every queue as a ring built from scratch does, and the Memo
+// keeps only the last request's consumers (none for members not in order) and brokers.
 func TestMemoGivesNewRingsAnswers(t *testing.T) { eachHashing(t, memoGivesNewRingsAnswers) }
 
 func memoGivesNewRingsAnswers(t *testing.T) {
@@ -727,6 +729,17 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		}
 		return out
 	}
+	// every other one of cids(12) and other ids between them, ascending
+	interleaved := func() (out []string) {
+		for i, id := range slices.Sorted(slices.Values(cids(12))) {
+			if i%2 == 0 {
+				out = append(out, id)
+			}
+			out = append(out, id+"-other")
+		}
+		return out
+	}
+	reversed := func(ids []string) []string { ids = slices.Clone(ids); slices.Reverse(ids); return ids }
 	seq := []req{
 		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
 		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
@@ -737,6 +750,12 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		{cids(7), []string{"b0"}, ids(0, 64), 3},
 		{cids(3), []string{"b0"}, ids(0, 64), 0},
 		{cids(7), []string{"b0"}, ids(0, 64), 3},
+		{reversed(cids(7)), []string{"b0"}, ids(0, 64), 3},
+		{cids(7), []string{"b0"}, ids(0, 64), 3},
+		{slices.Sorted(slices.Values(cids(12))), []string{"b0"}, ids(0, 64), 3},
+		{interleaved(), []string{"b0"}, ids(0, 64), 3},
+		{slices.Sorted(slices.Values(cids(12)))[5:], []string{"b0"}, ids(0, 64), 3},
+		{[]string{"other-1", "other-2"}, []string{"b0"}, ids(0, 64), 3},
 	}
 	var m Memo
 	var last *Ring
@@ -784,8 +803,55 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: with the memo %v, from scratch %v", step, got, want)
 		}
-		if r.vnodes > 0 && (len(m.consumers) != len(r.cids) || len(m.runs) != len(r.brokers)) {
-			t.Fatalf("step %d: memo holds %d consumers and %d brokers, want %d and %d", step, len(m.consumers), len(m.runs), len(r.cids), len(r.brokers))
+		kept := len(r.cids)
+		if !slices.IsSorted(r.cids) {
+			kept = 0
+		}
+		if r.vnodes > 0 && (len(m.hashIDs) != kept || len(m.hashes) != kept*r.vnodes || len(m.runs) != len(r.brokers)) {
+			t.Fatalf("step %d: memo holds %d consumers (%d hashes) and %d brokers, want %d and %d", step, len(m.hashIDs), len(m.hashes), len(m.runs), kept, len(r.brokers))
+		}
+	}
+}
+
+// TestMemoTakesKnownMembersHashes: a request whose members ascend takes the hashes of the members
+// the request before had from the Memo, and hashes only the others: a ring built after the
+// Memo's hashes were replaced by marks holds the marks for the known members and true hashes for
+// the new ones.
+func TestMemoTakesKnownMembersHashes(t *testing.T) {
+	const v = 3
+	before := []string{"a", "c", "d", "f", "h"}
+	after := []string{"b", "c", "e", "f", "g", "h", "i"} // c, f and h known
+	var m Memo
+	if _, err := NewRingMemo(len(before), func(i int) string { return before[i] }, v, &m); err != nil {
+		t.Fatal(err)
+	}
+	marks := map[string][]uint32{}
+	for i, id := range m.hashIDs {
+		for k := range v {
+			m.hashes[i*v+k] = uint32(1000*i + k + 1) // far from every true hash here
+			marks[id] = append(marks[id], m.hashes[i*v+k])
+		}
+	}
+	r, err := NewRingMemo(len(after), func(i int) string { return after[i] }, v, &m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range after {
+		want := marks[id]
+		if want == nil {
+			var fresh Ring
+			fresh.scratch = make([]byte, 0, 96)
+			want = fresh.appendVnodeHashes(nil, id, v)
+		}
+		var got []uint32
+		for j, n := range r.nodes {
+			if int(n) == i {
+				got = append(got, r.hashes[j])
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("member %s: ring entries %v, want %v", id, got, want)
 		}
 	}
 }
