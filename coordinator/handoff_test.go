@@ -464,3 +464,55 @@ func TestHistoryAfterStaticRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryTriggerNamesEveryChange: a generation's trigger names, by client id, the members
+// that joined (one whose key, its instance id, differs from its client id), changed labels and
+// left, and later the one that expired, whatever the order of their keys among the others'.
+func TestHistoryTriggerNamesEveryChange(t *testing.T) {
+	e := newEnv(t)
+	e.topic("T", 8)
+	if _, _, err := e.c.PutGroup("g", coordinator.Binding{Strategy: "averagely", Handoff: coordinator.HandoffEager}); err != nil {
+		t.Fatal(err)
+	}
+	hb := func(cid, instance string, labels map[string]string) {
+		t.Helper()
+		if _, err := e.c.Heartbeat("g", coordinator.Heartbeat{CID: cid, InstanceID: instance, Topics: []string{"T"}, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// keys: c3 < c5 < i-0 < i-1
+	hb("c1", "i-1", nil)
+	hb("c3", "", map[string]string{"zone": "a"})
+	hb("c5", "", nil)
+	e.advance(time.Second)
+	first := e.gen("g", "T")
+
+	hb("c1", "i-1", nil)
+	hb("c2", "i-0", nil)
+	hb("c3", "", map[string]string{"zone": "b"})
+	if _, err := e.c.Leave("g", "c5"); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(time.Second)
+	tr := e.entry(first + 1).Trigger
+	if !slices.Equal(tr.Joined, []string{"c2"}) || !slices.Equal(tr.Labels, []string{"c3"}) || !slices.Equal(tr.Left, []string{"c5"}) ||
+		len(tr.Expired) != 0 || !slices.Equal(tr.Causes, []string{model.CauseJoined, model.CauseLeft, model.CauseLabels}) {
+		t.Fatalf("generation %d's trigger %+v; want c2 joined, c3's labels changed, c5 left", first+1, tr)
+	}
+
+	// c3 goes silent until its session ends.
+	for range 12 {
+		hb("c1", "i-1", nil)
+		hb("c2", "i-0", nil)
+		e.advance(time.Second)
+	}
+	var expired *model.Trigger
+	for _, en := range e.history(0, 0).Entries {
+		if en.Generation > first+1 && slices.Contains(en.Trigger.Causes, model.CauseExpired) {
+			expired = &en.Trigger
+		}
+	}
+	if expired == nil || !slices.Equal(expired.Expired, []string{"c3"}) || len(expired.Left)+len(expired.Joined)+len(expired.Labels) != 0 {
+		t.Fatalf("no generation says c3 expired alone: %+v", expired)
+	}
+}

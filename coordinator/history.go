@@ -40,44 +40,45 @@ type (
 
 // basis is what a generation was computed from, compared with the next one's to say what
 // triggered it.
+//
+// The members are three slices in key order, compared with the next basis's by merging: a
+// group of 10,000 members made two maps of them for each rebalance, and looked every key up in
+// both (RATIONALE.md).
 type basis struct {
-	binding  string            // fingerprint of the whole binding
-	strategy string            //
-	queues   int               // read queues
-	labels   map[string]string // member key -> fingerprint of its labels
-	cids     map[string]string // member key -> client id
-	version  string            // plugin version; set when the job is installed
-	keys     []string          // the keys of cids, sorted; nil: sort them
-}
-
-// sortedKeys are the member keys of bs, sorted.
-func (bs *basis) sortedKeys() []string {
-	if bs.keys != nil {
-		return bs.keys
-	}
-	return slices.Sorted(maps.Keys(bs.cids))
+	binding  string // fingerprint of the whole binding
+	strategy string //
+	queues   int    // read queues
+	version  string // plugin version; set when the job is installed
+	keys     []string
+	cids     []string // cids[i] is the client id of the member of key keys[i]
+	labels   []string // labels[i] is the fingerprint of its labels; nil: not known
 }
 
 // noLabels is the fingerprint of no labels in a basis.
 const noLabels = "1:0"
 
+// newBasis is the basis of members ms, in key order (group.sortedMembers); of members sharing
+// a key, the last one counts.
 func newBasis(b Binding, queues []abi.Queue, ms []*member) *basis {
 	bs := &basis{binding: bindingPrint(b), strategy: b.Strategy, queues: len(queues),
-		labels: make(map[string]string, len(ms)), cids: make(map[string]string, len(ms)), keys: make([]string, len(ms))}
+		keys: make([]string, 0, len(ms)), cids: make([]string, 0, len(ms)), labels: make([]string, 0, len(ms))}
 	var buf []byte
-	for i, m := range ms {
+	for _, m := range ms {
+		if n := len(bs.keys); n > 0 && bs.keys[n-1] == m.key {
+			bs.keys, bs.cids, bs.labels = bs.keys[:n-1], bs.cids[:n-1], bs.labels[:n-1]
+		}
 		buf = buf[:0]
 		writeMap(func(s string) {
 			buf = append(strconv.AppendInt(buf, int64(len(s)), 10), ':')
 			buf = append(buf, s...)
 		}, m.labels) // "len:s" each, as bindingPrint writes
 		if string(buf) == noLabels {
-			bs.labels[m.key] = noLabels // most members': one string for all
+			bs.labels = append(bs.labels, noLabels) // most members': one string for all
 		} else {
-			bs.labels[m.key] = string(buf)
+			bs.labels = append(bs.labels, string(buf))
 		}
-		bs.cids[m.key] = m.cid
-		bs.keys[i] = m.key
+		bs.cids = append(bs.cids, m.cid)
+		bs.keys = append(bs.keys, m.key)
 	}
 	return bs
 }
@@ -97,9 +98,11 @@ func bindingPrint(b Binding) string {
 
 // guessBasis rebuilds what it can of the basis of a generation loaded after a restart.
 func guessBasis(gen *store.Generation) *basis {
-	bs := &basis{labels: map[string]string{}, cids: map[string]string{}, version: gen.PluginVersion, strategy: gen.Plugin, queues: -1}
-	for key := range target(gen) {
-		bs.cids[key] = cidOf(gen, key)
+	bs := &basis{version: gen.PluginVersion, strategy: gen.Plugin, queues: -1}
+	bs.keys = slices.Sorted(maps.Keys(target(gen)))
+	bs.cids = make([]string, len(bs.keys))
+	for i, key := range bs.keys {
+		bs.cids[i] = cidOf(gen, key)
 	}
 	return bs
 }
@@ -154,29 +157,34 @@ func (c *Coordinator) trigger(g *group, st *topicState, nb *basis, released []mo
 	switch {
 	case st.gen == nil:
 		t.Causes = append(t.Causes, model.CauseFirst)
-		ob = &basis{labels: map[string]string{}, cids: map[string]string{}, queues: -1}
+		ob = &basis{queues: -1}
 	case ob == nil:
 		ob = guessBasis(st.gen)
 	}
 	if nb != nil {
-		for _, key := range nb.sortedKeys() {
-			if _, ok := ob.cids[key]; !ok {
-				t.Joined = append(t.Joined, nb.cids[key])
-			} else if ol, ok := ob.labels[key]; ok && ol != nb.labels[key] {
-				t.Labels = append(t.Labels, nb.cids[key])
-			}
-		}
-		for _, key := range ob.sortedKeys() {
-			if _, ok := nb.cids[key]; ok {
-				continue
-			}
-			switch g.departReason(key) {
-			case model.ReleaseExpired:
-				t.Expired = append(t.Expired, ob.cids[key])
-			case model.ReleaseRevokeTimeout:
-				t.Removed = append(t.Removed, ob.cids[key])
+		// Both in key order: a key in nb only joined, one in ob only departed.
+		i, j := 0, 0
+		for i < len(nb.keys) || j < len(ob.keys) {
+			switch {
+			case j == len(ob.keys) || i < len(nb.keys) && nb.keys[i] < ob.keys[j]:
+				t.Joined = append(t.Joined, nb.cids[i])
+				i++
+			case i == len(nb.keys) || ob.keys[j] < nb.keys[i]:
+				switch g.departReason(ob.keys[j]) {
+				case model.ReleaseExpired:
+					t.Expired = append(t.Expired, ob.cids[j])
+				case model.ReleaseRevokeTimeout:
+					t.Removed = append(t.Removed, ob.cids[j])
+				default:
+					t.Left = append(t.Left, ob.cids[j])
+				}
+				j++
 			default:
-				t.Left = append(t.Left, ob.cids[key])
+				if ob.labels != nil && ob.labels[j] != nb.labels[i] {
+					t.Labels = append(t.Labels, nb.cids[i])
+				}
+				i++
+				j++
 			}
 		}
 		if ob.binding != "" && ob.binding != nb.binding {
@@ -469,6 +477,10 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 		// Packed over the topic's own queue table: no table of the record's queues is built.
 		if p.j != nil && p.j.req != nil {
 			gens[i].KeysInOrder(p.j.req.Consumers) // the snapshot's keys, sorted
+		} else if bs := p.st.ho.basis; bs != nil {
+			// A handoff's generation: usually the members of the last job, whose keys its basis
+			// holds in order (the store checks them against the maps as it writes them).
+			gens[i].KeysInOrder(bs.keys)
 		}
 		if p.j != nil && p.j.table != nil {
 			gens[i].PackOver(p.j.table)
