@@ -886,6 +886,22 @@ func BenchmarkWholeGroupMemo(b *testing.B) {
 	b.Run("memo-rebalance", func(b *testing.B) { run(b, &Memo{}, 2) })
 }
 
+// BenchmarkPrefixMD5 is prefixMD5 over the 1,024 queue keys of a broker of the whole-group
+// benchmark, two blocks each: as a wasip1 test binary, the guest's MD5 (BENCHMARKS.md).
+func BenchmarkPrefixMD5(b *testing.B) {
+	var p prefixMD5
+	p.reset([]byte("MessageQueue [topic=TopicTest, brokerName=broker-0, queueId="))
+	var sum uint32
+	for b.Loop() {
+		for id := range uint32(1024) {
+			sum += p.sum(id, ']')
+		}
+	}
+	md5Sink = sum
+}
+
+var md5Sink uint32
+
 // md5Prefix, Hash's MD5 in the wasm guest, is crypto/md5's first 4 bytes for every length around
 // the block and padding boundaries (55/56, 63/64, 119/120 bytes) and for RocketMQ's keys.
 func TestMD5Prefix(t *testing.T) {
