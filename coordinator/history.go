@@ -475,11 +475,12 @@ func (c *Coordinator) storeGenerations(batch []pending, now time.Time) error {
 	for i, p := range batch {
 		gens[i] = *p.gen
 		// Packed over the topic's own queue table: no table of the record's queues is built.
-		if p.j != nil && p.j.req != nil {
-			gens[i].KeysInOrder(p.j.req.Consumers) // the snapshot's keys, sorted
+		// The members' keys in order, as a basis holds them: the job's, or for a handoff's
+		// generation the last job's, usually the same members (the store checks the keys
+		// against the maps as it writes them).
+		if p.j != nil {
+			gens[i].KeysInOrder(p.j.basis.keys)
 		} else if bs := p.st.ho.basis; bs != nil {
-			// A handoff's generation: usually the members of the last job, whose keys its basis
-			// holds in order (the store checks them against the maps as it writes them).
 			gens[i].KeysInOrder(bs.keys)
 		}
 		if p.j != nil && p.j.table != nil {

@@ -462,6 +462,11 @@ func (r *movesReader) client() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return r.clientAt(i)
+}
+
+// clientAt is entry i of the client table.
+func (r *movesReader) clientAt(i uint64) (string, error) {
 	if i >= uint64(len(r.p.Clients)) {
 		return "", r.fail("client index %d outside the table of %d", i, len(r.p.Clients))
 	}
@@ -508,8 +513,8 @@ func (r *movesReader) run(runs bool, total *int) (to string, n int, err error) {
 		}
 		v >>= 1
 	}
-	if v >= uint64(len(r.p.Clients)) {
-		return "", 0, r.fail("client index %d outside the table of %d", v, len(r.p.Clients))
+	if to, err = r.clientAt(v); err != nil {
+		return "", 0, err
 	}
 	if r.lastID+int64(n-1) > math.MaxInt32 {
 		return "", 0, r.fail("queue id beyond %d", math.MaxInt32)
@@ -518,7 +523,7 @@ func (r *movesReader) run(runs bool, total *int) (to string, n int, err error) {
 		return "", 0, r.fail("more than %d entries", maxUnpacked)
 	}
 	r.lastID += int64(n - 1)
-	return r.p.Clients[v], n, nil
+	return to, n, nil
 }
 
 func (p *packedMoves) unpack() (moves []model.Move, pending []model.Handoff, err error) {
