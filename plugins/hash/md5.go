@@ -11,7 +11,7 @@ var le = binary.LittleEndian
 // MD5 (RFC 1321) for the wasm guest, where Go's code takes every loop iteration and every call
 // through a function's dispatch table: crypto/md5's Sum (its Write calls, the padding written
 // through Write, the block loop) was about half of a cold ring's guest (RATIONALE.md). The
-// compression function, md5Block, is written in WebAssembly for the guest (md5block_wasm.s,
+// compression function, md5Blocks, is written in WebAssembly for the guest (md5block_wasm.s,
 // which md5block_gen.go writes) and in Go elsewhere (md5block.go). Natively Hash keeps
 // crypto/md5's assembly; TestMD5Prefix and FuzzMD5Prefix hold the ways to one answer, natively
 // and in the guest (TestGuestMD5).
@@ -22,10 +22,9 @@ var le = binary.LittleEndian
 func md5Prefix(key []byte) uint32 {
 	a0, b0, c0, d0 := uint32(0x67452301), uint32(0xefcdab89), uint32(0x98badcfe), uint32(0x10325476)
 	n := len(key)
-	for len(key) >= 64 {
-		a0, b0, c0, d0 = md5Block(a0, b0, c0, d0, key[:64:64])
-		key = key[64:]
-	}
+	whole := n &^ 63
+	a0, b0, c0, d0 = md5Blocks(a0, b0, c0, d0, key[:whole])
+	key = key[whole:]
 	// The last one or two blocks: the rest of the key, the 0x80 byte, zeros, the length in bits.
 	var tail [128]byte
 	copy(tail[:], key)
@@ -33,10 +32,9 @@ func md5Prefix(key []byte) uint32 {
 	end := 64
 	if len(key) >= 56 {
 		end = 128
-		a0, b0, c0, d0 = md5Block(a0, b0, c0, d0, tail[:64:64])
 	}
 	binary.LittleEndian.PutUint64(tail[end-8:end], uint64(n)<<3)
-	a, _, _, _ := md5Block(a0, b0, c0, d0, tail[end-64:end:end])
+	a, _, _, _ := md5Blocks(a0, b0, c0, d0, tail[:end])
 	return bits.ReverseBytes32(a) // the digest's first 4 bytes, big-endian
 }
 
@@ -60,9 +58,7 @@ const maxSuffix = 11
 func (p *prefixMD5) reset(prefix []byte) {
 	p.a, p.b, p.c, p.d = 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476
 	whole := len(prefix) &^ 63
-	for off := 0; off < whole; off += 64 {
-		p.a, p.b, p.c, p.d = md5Block(p.a, p.b, p.c, p.d, prefix[off:off+64:off+64])
-	}
+	p.a, p.b, p.c, p.d = md5Blocks(p.a, p.b, p.c, p.d, prefix[:whole])
 	p.buf = [128]byte{}
 	p.done = whole
 	p.n = copy(p.buf[:], prefix[whole:])
@@ -76,18 +72,13 @@ func (p *prefixMD5) sum(v uint32, closing byte) uint32 {
 		n++
 	}
 	p.buf[n] = 0x80
-	a, b, c, d := p.a, p.b, p.c, p.d
-	length := uint64(p.done+n) << 3
-	if n < 56 {
-		le.PutUint64(p.buf[56:64], length)
-		a, _, _, _ = md5Block(a, b, c, d, p.buf[:64:64])
-		le.PutUint64(p.buf[56:64], 0)
-	} else {
-		le.PutUint64(p.buf[120:128], length)
-		a, b, c, d = md5Block(a, b, c, d, p.buf[:64:64])
-		a, _, _, _ = md5Block(a, b, c, d, p.buf[64:128:128])
-		le.PutUint64(p.buf[120:128], 0)
+	end := 64
+	if n >= 56 {
+		end = 128
 	}
+	le.PutUint64(p.buf[end-8:end], uint64(p.done+n)<<3)
+	a, _, _, _ := md5Blocks(p.a, p.b, p.c, p.d, p.buf[:end])
+	le.PutUint64(p.buf[end-8:end], 0)
 	// Back to zeros past the prefix: at most maxSuffix+1 bytes were written there.
 	le.PutUint64(p.buf[p.n:], 0)
 	le.PutUint32(p.buf[p.n+8:], 0)

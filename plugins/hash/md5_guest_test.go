@@ -20,7 +20,7 @@ var guestTests = []string{
 	"TestJavaVectorsWholeGroup", "TestAgainstReference", "TestMemoGivesNewRingsAnswers",
 }
 
-// TestGuestMD5 runs guestTests in a wasm guest, where md5Block is md5block_wasm.s (natively it
+// TestGuestMD5 runs guestTests in a wasm guest, where md5Blocks is md5block_wasm.s (natively it
 // is md5block.go, which the other tests run): this package's tests compiled with GOOS=wasip1
 // and run by wazero, the runtime the daemon's host is built on, with its optimizing compiler.
 func TestGuestMD5(t *testing.T) {

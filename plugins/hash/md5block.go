@@ -7,6 +7,15 @@ import (
 	"math/bits"
 )
 
+// md5Blocks runs the compression function over each whole 64-byte block of p, in order, from
+// the state a0, b0, c0, d0: the Go that md5block_wasm.s is in the wasm guest.
+func md5Blocks(a0, b0, c0, d0 uint32, p []byte) (a, b, c, d uint32) {
+	for ; len(p) >= 64; p = p[64:] {
+		a0, b0, c0, d0 = md5Block(a0, b0, c0, d0, p[:64:64])
+	}
+	return a0, b0, c0, d0
+}
+
 // md5Block runs the compression function over one 64-byte block.
 func md5Block(a0, b0, c0, d0 uint32, p []byte) (uint32, uint32, uint32, uint32) {
 	_ = p[63]

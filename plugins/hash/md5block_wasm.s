@@ -2,23 +2,17 @@
 
 #include "textflag.h"
 
-// func md5Block(a0, b0, c0, d0 uint32, p []byte) (a, b, c, d uint32)
+// func md5Blocks(a0, b0, c0, d0 uint32, p []byte) (a, b, c, d uint32)
 //
 // The state is in R0-R3 (a, b, c, d) as 64-bit values whose upper half is not kept clean:
 // adds, ands, ors and xors give the right low half whatever the upper, so only a rotation
 // takes its input's low half (I32WrapI64). Each step adds the round function last, so that
 // the chain waiting for the step before is the function, one add, the rotation and one add;
 // a constant of 2^31 or more is subtracted as 2^32 minus it, which fits an instruction's
-// immediate.
-// The block's 16 words are read once, into R4-R15 and F16-F19: every read of linear memory
-// through a pointer costs a bounds check.
-TEXT ·md5Block(SB), NOSPLIT, $0-56
-	I64Load p_len+24(FP)
-	I64Const $64
-	I64LtU
-	If
-	Unreachable
-	End
+// immediate. A block's 16 words are read once, into R4-R15 and F16-F19: every read of linear
+// memory through a pointer costs a bounds check. Between blocks the state before the block
+// and the rest of p are kept in the arguments' slots (a0-d0, p_base, p_len).
+TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 	I64Load32U a0+0(FP)
 	Set R0
 	I64Load32U b0+4(FP)
@@ -27,6 +21,12 @@ TEXT ·md5Block(SB), NOSPLIT, $0-56
 	Set R2
 	I64Load32U d0+12(FP)
 	Set R3
+	Block
+	Loop
+	I64Load p_len+24(FP)
+	I64Const $64
+	I64LtU
+	BrIf $1
 	I64Load p_base+16(FP)
 	I32WrapI64
 	I64Load32U $0
@@ -1520,24 +1520,59 @@ TEXT ·md5Block(SB), NOSPLIT, $0-56
 	I64Add
 	Set R1
 
-	Get SP
+	// the state after the block, for the next one or the result
 	Get R0
 	I64Load32U a0+0(FP)
 	I64Add
-	I64Store32 a+40(FP)
+	Set R0
 	Get SP
+	Get R0
+	I64Store32 a0+0(FP)
 	Get R1
 	I64Load32U b0+4(FP)
 	I64Add
-	I64Store32 b+44(FP)
+	Set R1
 	Get SP
+	Get R1
+	I64Store32 b0+4(FP)
 	Get R2
 	I64Load32U c0+8(FP)
 	I64Add
-	I64Store32 c+48(FP)
+	Set R2
 	Get SP
+	Get R2
+	I64Store32 c0+8(FP)
 	Get R3
 	I64Load32U d0+12(FP)
 	I64Add
+	Set R3
+	Get SP
+	Get R3
+	I64Store32 d0+12(FP)
+	Get SP
+	I64Load p_base+16(FP)
+	I64Const $64
+	I64Add
+	I64Store p_base+16(FP)
+	Get SP
+	I64Load p_len+24(FP)
+	I64Const $64
+	I64Sub
+	I64Store p_len+24(FP)
+	Br $0
+	End
+	End
+
+	Get SP
+	Get R0
+	I64Store32 a+40(FP)
+	Get SP
+	Get R1
+	I64Store32 b+44(FP)
+	Get SP
+	Get R2
+	I64Store32 c+48(FP)
+	Get SP
+	Get R3
 	I64Store32 d+52(FP)
 	RET
