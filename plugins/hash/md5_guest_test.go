@@ -56,6 +56,9 @@ func TestGuestMD5(t *testing.T) {
 
 // TestMD5BlockAsmGenerated: md5block_wasm.s is what md5block_gen.go writes.
 func TestMD5BlockAsmGenerated(t *testing.T) {
+	if runtime.GOARCH == "wasm" {
+		t.Skip("the go command is not in the guest") // TestGuestMD5 does not run this one there
+	}
 	want, err := exec.Command("go", "run", "md5block_gen.go", "-o", "-").Output()
 	if err != nil {
 		t.Fatalf("go run md5block_gen.go: %v", err)

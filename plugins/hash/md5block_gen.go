@@ -68,35 +68,33 @@ func write(b *bytes.Buffer) {
 	p("// takes its input's low half (I32WrapI64). Each step adds the round function last, so that")
 	p("// the chain waiting for the step before is the function, one add, the rotation and one add;")
 	p("// a constant of 2^31 or more is subtracted as 2^32 minus it, which fits an instruction's")
-	p("// immediate. A block's 16 words are read once, into R4-R15 and F16-F19: every read of linear")
-	p("// memory through a pointer costs a bounds check. Between blocks the state before the block")
-	p("// and the rest of p are kept in the arguments' slots (a0-d0, p_base, p_len).")
+	p("// immediate. A block's words are read where they are used, off its address in PC_B (below).")
+	p("// Between blocks the state before the block and the rest of p are kept in the arguments'")
+	p("// slots (a0-d0, p_base, p_len).")
 	p("TEXT ·md5Blocks(SB), NOSPLIT, $0-56")
+	p("\tI64Load32U d0+12(FP) // the highest first: one bounds check off SP")
+	p("\tSet R3")
 	p("\tI64Load32U a0+0(FP)")
 	p("\tSet R0")
 	p("\tI64Load32U b0+4(FP)")
 	p("\tSet R1")
 	p("\tI64Load32U c0+8(FP)")
 	p("\tSet R2")
-	p("\tI64Load32U d0+12(FP)")
-	p("\tSet R3")
 	p("\tBlock")
 	p("\tLoop")
 	p("\tI64Load p_len+24(FP)")
 	p("\tI64Const $64")
 	p("\tI64LtU")
 	p("\tBrIf $1")
-	for x := range 16 {
-		p("\tI64Load p_base+16(FP)")
-		p("\tI32WrapI64")
-		p("\tI64Load32U $%d", 4*x)
-		if x < 12 {
-			p("\tSet R%d", 4+x)
-		} else {
-			p("\tF64ReinterpretI64")
-			p("\tSet F%d", 16+x-12)
-		}
-	}
+	p("\t// The block's address in PC_B, the resumption index Go's wasm passes a function, which")
+	p("\t// this one (no calls) does not read: the runtime checks the bounds of reads off one")
+	p("\t// unchanged value once, at the first, so the first is the highest.")
+	p("\tI64Load p_base+16(FP)")
+	p("\tI32WrapI64")
+	p("\tSet PC_B")
+	p("\tGet PC_B")
+	p("\tI64Load32U $60")
+	p("\tDrop")
 	for i := range 64 {
 		// Step i writes a, d, c, b in turn; B is the value the step before wrote.
 		t := (4 - i%4) % 4
@@ -105,12 +103,8 @@ func write(b *bytes.Buffer) {
 		p("")
 		p("\t// step %d: R%d = R%d + rotl(R%d + x%d + %#08x + f, %d)", i, A, B, A, x, k[i], shifts[i/16][i%4])
 		p("\tGet R%d", A)
-		if x < 12 {
-			p("\tGet R%d", 4+x)
-		} else {
-			p("\tGet F%d", 16+x-12)
-			p("\tI64ReinterpretF64")
-		}
+		p("\tGet PC_B")
+		p("\tI64Load32U $%d", 4*x)
 		p("\tI64Add")
 		if k[i] < 1<<31 {
 			p("\tI64Const $%d", k[i])

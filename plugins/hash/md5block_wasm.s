@@ -9,96 +9,38 @@
 // takes its input's low half (I32WrapI64). Each step adds the round function last, so that
 // the chain waiting for the step before is the function, one add, the rotation and one add;
 // a constant of 2^31 or more is subtracted as 2^32 minus it, which fits an instruction's
-// immediate. A block's 16 words are read once, into R4-R15 and F16-F19: every read of linear
-// memory through a pointer costs a bounds check. Between blocks the state before the block
-// and the rest of p are kept in the arguments' slots (a0-d0, p_base, p_len).
+// immediate. A block's words are read where they are used, off its address in PC_B (below).
+// Between blocks the state before the block and the rest of p are kept in the arguments'
+// slots (a0-d0, p_base, p_len).
 TEXT ·md5Blocks(SB), NOSPLIT, $0-56
+	I64Load32U d0+12(FP) // the highest first: one bounds check off SP
+	Set R3
 	I64Load32U a0+0(FP)
 	Set R0
 	I64Load32U b0+4(FP)
 	Set R1
 	I64Load32U c0+8(FP)
 	Set R2
-	I64Load32U d0+12(FP)
-	Set R3
 	Block
 	Loop
 	I64Load p_len+24(FP)
 	I64Const $64
 	I64LtU
 	BrIf $1
+	// The block's address in PC_B, the resumption index Go's wasm passes a function, which
+	// this one (no calls) does not read: the runtime checks the bounds of reads off one
+	// unchanged value once, at the first, so the first is the highest.
 	I64Load p_base+16(FP)
 	I32WrapI64
-	I64Load32U $0
-	Set R4
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $4
-	Set R5
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $8
-	Set R6
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $12
-	Set R7
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $16
-	Set R8
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $20
-	Set R9
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $24
-	Set R10
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $28
-	Set R11
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $32
-	Set R12
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $36
-	Set R13
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $40
-	Set R14
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $44
-	Set R15
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $48
-	F64ReinterpretI64
-	Set F16
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $52
-	F64ReinterpretI64
-	Set F17
-	I64Load p_base+16(FP)
-	I32WrapI64
-	I64Load32U $56
-	F64ReinterpretI64
-	Set F18
-	I64Load p_base+16(FP)
-	I32WrapI64
+	Set PC_B
+	Get PC_B
 	I64Load32U $60
-	F64ReinterpretI64
-	Set F19
+	Drop
 
 	// step 0: R0 = R1 + rotl(R0 + x0 + 0xd76aa478 + f, 7)
 	Get R0
-	Get R4
+	Get PC_B
+	I64Load32U $0
 	I64Add
 	I64Const $680876936
 	I64Sub
@@ -120,7 +62,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 1: R3 = R0 + rotl(R3 + x1 + 0xe8c7b756 + f, 12)
 	Get R3
-	Get R5
+	Get PC_B
+	I64Load32U $4
 	I64Add
 	I64Const $389564586
 	I64Sub
@@ -142,7 +85,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 2: R2 = R3 + rotl(R2 + x2 + 0x242070db + f, 17)
 	Get R2
-	Get R6
+	Get PC_B
+	I64Load32U $8
 	I64Add
 	I64Const $606105819
 	I64Add
@@ -164,7 +108,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 3: R1 = R2 + rotl(R1 + x3 + 0xc1bdceee + f, 22)
 	Get R1
-	Get R7
+	Get PC_B
+	I64Load32U $12
 	I64Add
 	I64Const $1044525330
 	I64Sub
@@ -186,7 +131,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 4: R0 = R1 + rotl(R0 + x4 + 0xf57c0faf + f, 7)
 	Get R0
-	Get R8
+	Get PC_B
+	I64Load32U $16
 	I64Add
 	I64Const $176418897
 	I64Sub
@@ -208,7 +154,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 5: R3 = R0 + rotl(R3 + x5 + 0x4787c62a + f, 12)
 	Get R3
-	Get R9
+	Get PC_B
+	I64Load32U $20
 	I64Add
 	I64Const $1200080426
 	I64Add
@@ -230,7 +177,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 6: R2 = R3 + rotl(R2 + x6 + 0xa8304613 + f, 17)
 	Get R2
-	Get R10
+	Get PC_B
+	I64Load32U $24
 	I64Add
 	I64Const $1473231341
 	I64Sub
@@ -252,7 +200,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 7: R1 = R2 + rotl(R1 + x7 + 0xfd469501 + f, 22)
 	Get R1
-	Get R11
+	Get PC_B
+	I64Load32U $28
 	I64Add
 	I64Const $45705983
 	I64Sub
@@ -274,7 +223,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 8: R0 = R1 + rotl(R0 + x8 + 0x698098d8 + f, 7)
 	Get R0
-	Get R12
+	Get PC_B
+	I64Load32U $32
 	I64Add
 	I64Const $1770035416
 	I64Add
@@ -296,7 +246,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 9: R3 = R0 + rotl(R3 + x9 + 0x8b44f7af + f, 12)
 	Get R3
-	Get R13
+	Get PC_B
+	I64Load32U $36
 	I64Add
 	I64Const $1958414417
 	I64Sub
@@ -318,7 +269,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 10: R2 = R3 + rotl(R2 + x10 + 0xffff5bb1 + f, 17)
 	Get R2
-	Get R14
+	Get PC_B
+	I64Load32U $40
 	I64Add
 	I64Const $42063
 	I64Sub
@@ -340,7 +292,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 11: R1 = R2 + rotl(R1 + x11 + 0x895cd7be + f, 22)
 	Get R1
-	Get R15
+	Get PC_B
+	I64Load32U $44
 	I64Add
 	I64Const $1990404162
 	I64Sub
@@ -362,8 +315,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 12: R0 = R1 + rotl(R0 + x12 + 0x6b901122 + f, 7)
 	Get R0
-	Get F16
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $48
 	I64Add
 	I64Const $1804603682
 	I64Add
@@ -385,8 +338,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 13: R3 = R0 + rotl(R3 + x13 + 0xfd987193 + f, 12)
 	Get R3
-	Get F17
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $52
 	I64Add
 	I64Const $40341101
 	I64Sub
@@ -408,8 +361,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 14: R2 = R3 + rotl(R2 + x14 + 0xa679438e + f, 17)
 	Get R2
-	Get F18
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $56
 	I64Add
 	I64Const $1502002290
 	I64Sub
@@ -431,8 +384,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 15: R1 = R2 + rotl(R1 + x15 + 0x49b40821 + f, 22)
 	Get R1
-	Get F19
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $60
 	I64Add
 	I64Const $1236535329
 	I64Add
@@ -454,7 +407,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 16: R0 = R1 + rotl(R0 + x1 + 0xf61e2562 + f, 5)
 	Get R0
-	Get R5
+	Get PC_B
+	I64Load32U $4
 	I64Add
 	I64Const $165796510
 	I64Sub
@@ -478,7 +432,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 17: R3 = R0 + rotl(R3 + x6 + 0xc040b340 + f, 9)
 	Get R3
-	Get R10
+	Get PC_B
+	I64Load32U $24
 	I64Add
 	I64Const $1069501632
 	I64Sub
@@ -502,7 +457,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 18: R2 = R3 + rotl(R2 + x11 + 0x265e5a51 + f, 14)
 	Get R2
-	Get R15
+	Get PC_B
+	I64Load32U $44
 	I64Add
 	I64Const $643717713
 	I64Add
@@ -526,7 +482,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 19: R1 = R2 + rotl(R1 + x0 + 0xe9b6c7aa + f, 20)
 	Get R1
-	Get R4
+	Get PC_B
+	I64Load32U $0
 	I64Add
 	I64Const $373897302
 	I64Sub
@@ -550,7 +507,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 20: R0 = R1 + rotl(R0 + x5 + 0xd62f105d + f, 5)
 	Get R0
-	Get R9
+	Get PC_B
+	I64Load32U $20
 	I64Add
 	I64Const $701558691
 	I64Sub
@@ -574,7 +532,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 21: R3 = R0 + rotl(R3 + x10 + 0x02441453 + f, 9)
 	Get R3
-	Get R14
+	Get PC_B
+	I64Load32U $40
 	I64Add
 	I64Const $38016083
 	I64Add
@@ -598,8 +557,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 22: R2 = R3 + rotl(R2 + x15 + 0xd8a1e681 + f, 14)
 	Get R2
-	Get F19
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $60
 	I64Add
 	I64Const $660478335
 	I64Sub
@@ -623,7 +582,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 23: R1 = R2 + rotl(R1 + x4 + 0xe7d3fbc8 + f, 20)
 	Get R1
-	Get R8
+	Get PC_B
+	I64Load32U $16
 	I64Add
 	I64Const $405537848
 	I64Sub
@@ -647,7 +607,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 24: R0 = R1 + rotl(R0 + x9 + 0x21e1cde6 + f, 5)
 	Get R0
-	Get R13
+	Get PC_B
+	I64Load32U $36
 	I64Add
 	I64Const $568446438
 	I64Add
@@ -671,8 +632,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 25: R3 = R0 + rotl(R3 + x14 + 0xc33707d6 + f, 9)
 	Get R3
-	Get F18
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $56
 	I64Add
 	I64Const $1019803690
 	I64Sub
@@ -696,7 +657,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 26: R2 = R3 + rotl(R2 + x3 + 0xf4d50d87 + f, 14)
 	Get R2
-	Get R7
+	Get PC_B
+	I64Load32U $12
 	I64Add
 	I64Const $187363961
 	I64Sub
@@ -720,7 +682,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 27: R1 = R2 + rotl(R1 + x8 + 0x455a14ed + f, 20)
 	Get R1
-	Get R12
+	Get PC_B
+	I64Load32U $32
 	I64Add
 	I64Const $1163531501
 	I64Add
@@ -744,8 +707,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 28: R0 = R1 + rotl(R0 + x13 + 0xa9e3e905 + f, 5)
 	Get R0
-	Get F17
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $52
 	I64Add
 	I64Const $1444681467
 	I64Sub
@@ -769,7 +732,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 29: R3 = R0 + rotl(R3 + x2 + 0xfcefa3f8 + f, 9)
 	Get R3
-	Get R6
+	Get PC_B
+	I64Load32U $8
 	I64Add
 	I64Const $51403784
 	I64Sub
@@ -793,7 +757,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 30: R2 = R3 + rotl(R2 + x7 + 0x676f02d9 + f, 14)
 	Get R2
-	Get R11
+	Get PC_B
+	I64Load32U $28
 	I64Add
 	I64Const $1735328473
 	I64Add
@@ -817,8 +782,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 31: R1 = R2 + rotl(R1 + x12 + 0x8d2a4c8a + f, 20)
 	Get R1
-	Get F16
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $48
 	I64Add
 	I64Const $1926607734
 	I64Sub
@@ -842,7 +807,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 32: R0 = R1 + rotl(R0 + x5 + 0xfffa3942 + f, 4)
 	Get R0
-	Get R9
+	Get PC_B
+	I64Load32U $20
 	I64Add
 	I64Const $378558
 	I64Sub
@@ -862,7 +828,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 33: R3 = R0 + rotl(R3 + x8 + 0x8771f681 + f, 11)
 	Get R3
-	Get R12
+	Get PC_B
+	I64Load32U $32
 	I64Add
 	I64Const $2022574463
 	I64Sub
@@ -882,7 +849,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 34: R2 = R3 + rotl(R2 + x11 + 0x6d9d6122 + f, 16)
 	Get R2
-	Get R15
+	Get PC_B
+	I64Load32U $44
 	I64Add
 	I64Const $1839030562
 	I64Add
@@ -902,8 +870,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 35: R1 = R2 + rotl(R1 + x14 + 0xfde5380c + f, 23)
 	Get R1
-	Get F18
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $56
 	I64Add
 	I64Const $35309556
 	I64Sub
@@ -923,7 +891,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 36: R0 = R1 + rotl(R0 + x1 + 0xa4beea44 + f, 4)
 	Get R0
-	Get R5
+	Get PC_B
+	I64Load32U $4
 	I64Add
 	I64Const $1530992060
 	I64Sub
@@ -943,7 +912,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 37: R3 = R0 + rotl(R3 + x4 + 0x4bdecfa9 + f, 11)
 	Get R3
-	Get R8
+	Get PC_B
+	I64Load32U $16
 	I64Add
 	I64Const $1272893353
 	I64Add
@@ -963,7 +933,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 38: R2 = R3 + rotl(R2 + x7 + 0xf6bb4b60 + f, 16)
 	Get R2
-	Get R11
+	Get PC_B
+	I64Load32U $28
 	I64Add
 	I64Const $155497632
 	I64Sub
@@ -983,7 +954,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 39: R1 = R2 + rotl(R1 + x10 + 0xbebfbc70 + f, 23)
 	Get R1
-	Get R14
+	Get PC_B
+	I64Load32U $40
 	I64Add
 	I64Const $1094730640
 	I64Sub
@@ -1003,8 +975,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 40: R0 = R1 + rotl(R0 + x13 + 0x289b7ec6 + f, 4)
 	Get R0
-	Get F17
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $52
 	I64Add
 	I64Const $681279174
 	I64Add
@@ -1024,7 +996,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 41: R3 = R0 + rotl(R3 + x0 + 0xeaa127fa + f, 11)
 	Get R3
-	Get R4
+	Get PC_B
+	I64Load32U $0
 	I64Add
 	I64Const $358537222
 	I64Sub
@@ -1044,7 +1017,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 42: R2 = R3 + rotl(R2 + x3 + 0xd4ef3085 + f, 16)
 	Get R2
-	Get R7
+	Get PC_B
+	I64Load32U $12
 	I64Add
 	I64Const $722521979
 	I64Sub
@@ -1064,7 +1038,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 43: R1 = R2 + rotl(R1 + x6 + 0x04881d05 + f, 23)
 	Get R1
-	Get R10
+	Get PC_B
+	I64Load32U $24
 	I64Add
 	I64Const $76029189
 	I64Add
@@ -1084,7 +1059,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 44: R0 = R1 + rotl(R0 + x9 + 0xd9d4d039 + f, 4)
 	Get R0
-	Get R13
+	Get PC_B
+	I64Load32U $36
 	I64Add
 	I64Const $640364487
 	I64Sub
@@ -1104,8 +1080,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 45: R3 = R0 + rotl(R3 + x12 + 0xe6db99e5 + f, 11)
 	Get R3
-	Get F16
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $48
 	I64Add
 	I64Const $421815835
 	I64Sub
@@ -1125,8 +1101,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 46: R2 = R3 + rotl(R2 + x15 + 0x1fa27cf8 + f, 16)
 	Get R2
-	Get F19
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $60
 	I64Add
 	I64Const $530742520
 	I64Add
@@ -1146,7 +1122,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 47: R1 = R2 + rotl(R1 + x2 + 0xc4ac5665 + f, 23)
 	Get R1
-	Get R6
+	Get PC_B
+	I64Load32U $8
 	I64Add
 	I64Const $995338651
 	I64Sub
@@ -1166,7 +1143,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 48: R0 = R1 + rotl(R0 + x0 + 0xf4292244 + f, 6)
 	Get R0
-	Get R4
+	Get PC_B
+	I64Load32U $0
 	I64Add
 	I64Const $198630844
 	I64Sub
@@ -1188,7 +1166,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 49: R3 = R0 + rotl(R3 + x7 + 0x432aff97 + f, 10)
 	Get R3
-	Get R11
+	Get PC_B
+	I64Load32U $28
 	I64Add
 	I64Const $1126891415
 	I64Add
@@ -1210,8 +1189,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 50: R2 = R3 + rotl(R2 + x14 + 0xab9423a7 + f, 15)
 	Get R2
-	Get F18
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $56
 	I64Add
 	I64Const $1416354905
 	I64Sub
@@ -1233,7 +1212,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 51: R1 = R2 + rotl(R1 + x5 + 0xfc93a039 + f, 21)
 	Get R1
-	Get R9
+	Get PC_B
+	I64Load32U $20
 	I64Add
 	I64Const $57434055
 	I64Sub
@@ -1255,8 +1235,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 52: R0 = R1 + rotl(R0 + x12 + 0x655b59c3 + f, 6)
 	Get R0
-	Get F16
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $48
 	I64Add
 	I64Const $1700485571
 	I64Add
@@ -1278,7 +1258,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 53: R3 = R0 + rotl(R3 + x3 + 0x8f0ccc92 + f, 10)
 	Get R3
-	Get R7
+	Get PC_B
+	I64Load32U $12
 	I64Add
 	I64Const $1894986606
 	I64Sub
@@ -1300,7 +1281,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 54: R2 = R3 + rotl(R2 + x10 + 0xffeff47d + f, 15)
 	Get R2
-	Get R14
+	Get PC_B
+	I64Load32U $40
 	I64Add
 	I64Const $1051523
 	I64Sub
@@ -1322,7 +1304,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 55: R1 = R2 + rotl(R1 + x1 + 0x85845dd1 + f, 21)
 	Get R1
-	Get R5
+	Get PC_B
+	I64Load32U $4
 	I64Add
 	I64Const $2054922799
 	I64Sub
@@ -1344,7 +1327,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 56: R0 = R1 + rotl(R0 + x8 + 0x6fa87e4f + f, 6)
 	Get R0
-	Get R12
+	Get PC_B
+	I64Load32U $32
 	I64Add
 	I64Const $1873313359
 	I64Add
@@ -1366,8 +1350,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 57: R3 = R0 + rotl(R3 + x15 + 0xfe2ce6e0 + f, 10)
 	Get R3
-	Get F19
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $60
 	I64Add
 	I64Const $30611744
 	I64Sub
@@ -1389,7 +1373,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 58: R2 = R3 + rotl(R2 + x6 + 0xa3014314 + f, 15)
 	Get R2
-	Get R10
+	Get PC_B
+	I64Load32U $24
 	I64Add
 	I64Const $1560198380
 	I64Sub
@@ -1411,8 +1396,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 59: R1 = R2 + rotl(R1 + x13 + 0x4e0811a1 + f, 21)
 	Get R1
-	Get F17
-	I64ReinterpretF64
+	Get PC_B
+	I64Load32U $52
 	I64Add
 	I64Const $1309151649
 	I64Add
@@ -1434,7 +1419,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 60: R0 = R1 + rotl(R0 + x4 + 0xf7537e82 + f, 6)
 	Get R0
-	Get R8
+	Get PC_B
+	I64Load32U $16
 	I64Add
 	I64Const $145523070
 	I64Sub
@@ -1456,7 +1442,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 61: R3 = R0 + rotl(R3 + x11 + 0xbd3af235 + f, 10)
 	Get R3
-	Get R15
+	Get PC_B
+	I64Load32U $44
 	I64Add
 	I64Const $1120210379
 	I64Sub
@@ -1478,7 +1465,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 62: R2 = R3 + rotl(R2 + x2 + 0x2ad7d2bb + f, 15)
 	Get R2
-	Get R6
+	Get PC_B
+	I64Load32U $8
 	I64Add
 	I64Const $718787259
 	I64Add
@@ -1500,7 +1488,8 @@ TEXT ·md5Blocks(SB), NOSPLIT, $0-56
 
 	// step 63: R1 = R2 + rotl(R1 + x9 + 0xeb86d391 + f, 21)
 	Get R1
-	Get R13
+	Get PC_B
+	I64Load32U $36
 	I64Add
 	I64Const $343485551
 	I64Sub
