@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/allocd/allocd/internal/wasmbuild"
+	"github.com/allocd/allocd/model"
 )
 
 // The delays of the end-to-end autoscale test: short, but far enough apart that each rule's
@@ -114,6 +115,25 @@ func (d *daemon) await(what string, within time.Duration, cond func(scaledView) 
 	}
 }
 
+// awaitMember polls GET /v1/groups/{group} until cid is among its live members.
+func (d *daemon) awaitMember(group, cid string, within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var g model.GroupStatus
+		d.must(http.StatusOK, "GET", "/v1/groups/"+group, "", &g)
+		for _, m := range g.Members {
+			if m.CID == cid {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s is not a member of %s within %v: %+v", cid, group, within, g.Members)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func counts(read, write int) func(scaledView) bool {
 	return func(v scaledView) bool { return v.Brokers[0].ReadQueues == read && v.Brokers[0].WriteQueues == write }
 }
@@ -208,7 +228,10 @@ func TestServeAutoscales(t *testing.T) {
 	if v := d.view(); v.Autoscaling.Pending != nil || v.Autoscaling.Target != 1 {
 		t.Fatalf("after the shrink: %+v", v.Autoscaling)
 	}
-	// c1 now owns the one queue left, from the generation that follows the read drop.
+	// c1 now owns the one queue left, from the generation that follows the read drop. Members
+	// are not kept across a restart: c1 is one again at its first heartbeat to this daemon (one
+	// every 200 ms), which the read drop can come before.
+	d.awaitMember("g", "c1", 5*time.Second)
 	a := d.poll("g", "c1", "T", 0)
 	if len(a.Assignment["T"]) != 1 {
 		a = d.poll("g", "c1", "T", a.Generations["T"])
