@@ -171,7 +171,10 @@ func TestPluginLogsAndPerConsumerErrors(t *testing.T) {
 // TestHostilePlugins: each bad plugin yields a clear error within its deadline, and the same
 // runtime keeps serving a good plugin afterwards.
 func TestHostilePlugins(t *testing.T) {
-	rt := newRuntime(t, host.Config{Timeout: 300 * time.Millisecond, MemoryLimitPages: 256, MaxOutput: 1 << 20})
+	// Loads run each plugin's _initialize under the same deadline, and a Go guest's runtime
+	// start took a busy CI machine past 300 ms under the race detector: two seconds is far
+	// from any load's time and well inside each case's limit below.
+	rt := newRuntime(t, host.Config{Timeout: 2 * time.Second, MemoryLimitPages: 256, MaxOutput: 1 << 20})
 	// Writing a 1 MiB output took the race detector past 300 ms at times on a VM whose page
 	// faults are slow (it keeps shadow memory for each copy): that plugin gets a deadline its
 	// output limit comes well before, so the limit is what the case sees.
