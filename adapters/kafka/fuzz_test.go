@@ -75,12 +75,26 @@ func FuzzJoinMetadata(f *testing.F) {
 				}
 			}
 		}
-		// Cooperative plans hold back partitions that move; "a" owns 0 and 1 of orders, so the
-		// rest, and every partition of the other topics, must be placed.
+		// Cooperative plans hold back a partition that moves away from a member that claims it
+		// (KIP-429): "a" claims 0 and 1 of orders, and b's metadata may claim any partition, of
+		// a topic b subscribes to or not. Every partition nobody claims must be placed.
+		claimed := map[string]map[int32]bool{"orders": {0: true, 1: true}}
+		var bm kmsg.ConsumerMemberMetadata // read as kgo.NewConsumerBalancer reads it
+		bm.Default()
+		if bm.ReadFrom(raw) == nil {
+			for _, op := range bm.OwnedPartitions {
+				if claimed[op.Topic] == nil {
+					claimed[op.Topic] = map[int32]bool{}
+				}
+				for _, p := range op.Partitions {
+					claimed[op.Topic][p] = true
+				}
+			}
+		}
 		for tp, n := range parts {
 			for p := range n {
-				if _, ok := owner[tp][p]; !ok && !(tp == "orders" && (p == 0 || p == 1)) {
-					t.Fatalf("%s/%d has no owner in %v", tp, p, owner)
+				if _, ok := owner[tp][p]; !ok && !claimed[tp][p] {
+					t.Fatalf("%s/%d has no owner and no member claims it: %v", tp, p, owner)
 				}
 			}
 		}
