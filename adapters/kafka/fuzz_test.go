@@ -76,24 +76,27 @@ func FuzzJoinMetadata(f *testing.F) {
 			}
 		}
 		// Cooperative plans hold back a partition that moves away from a member that claims it
-		// (KIP-429): "a" claims 0 and 1 of orders, and b's metadata may claim any partition, of
-		// a topic b subscribes to or not. Every partition nobody claims must be placed.
-		claimed := map[string]map[int32]bool{"orders": {0: true, 1: true}}
-		var bm kmsg.ConsumerMemberMetadata // read as kgo.NewConsumerBalancer reads it
-		bm.Default()
-		if bm.ReadFrom(raw) == nil {
-			for _, op := range bm.OwnedPartitions {
-				if claimed[op.Topic] == nil {
-					claimed[op.Topic] = map[int32]bool{}
-				}
-				for _, p := range op.Partitions {
-					claimed[op.Topic][p] = true
+		// (KIP-429), and a member may claim any partition, of a topic it subscribes to or not:
+		// every partition nobody claims must be placed.
+		type partition struct {
+			topic string
+			p     int32
+		}
+		claimed := map[partition]bool{}
+		for _, m := range members {
+			var meta kmsg.ConsumerMemberMetadata // read as kgo.NewConsumerBalancer reads it
+			meta.Default()
+			if meta.ReadFrom(m.ProtocolMetadata) == nil {
+				for _, op := range meta.OwnedPartitions {
+					for _, p := range op.Partitions {
+						claimed[partition{op.Topic, p}] = true
+					}
 				}
 			}
 		}
 		for tp, n := range parts {
 			for p := range n {
-				if _, ok := owner[tp][p]; !ok && !claimed[tp][p] {
+				if _, ok := owner[tp][p]; !ok && !claimed[partition{tp, p}] {
 					t.Fatalf("%s/%d has no owner and no member claims it: %v", tp, p, owner)
 				}
 			}
