@@ -3,7 +3,11 @@
 # machine's load: each benchmark runs for N and 3N iterations and the script prints
 # (Ir(3N) - Ir(N)) / 2N, so setup and the test binary's own start cancel out.
 #
-#   cd bench && sh scripts/callgrind.sh [N]      (N defaults to 100)
+#   cd bench && sh scripts/callgrind.sh [N [ROWS]]   (N defaults to 100)
+#
+# ROWS, an extended regular expression, runs only the rows whose benchmark name matches it
+# (default: all). With KEEP=dir the counted runs' callgrind files stay in dir, named by row and
+# iterations, for callgrind_annotate's counts by function.
 #
 # Rows: the peers, the native and the wasm plugins of BenchmarkPeers, the RocketMQ adapter's
 # rebalance against the client's AVG (BenchmarkRocketMQRebalance64), the Kafka adapter's plan
@@ -24,6 +28,8 @@
 # GOGC=off, GOMAXPROCS=1: no collector work varies between runs.
 set -eu
 N=${1:-100}
+ROWS=${2:-.}
+KEEP=${KEEP:-}
 DIR=$(mktemp -d)
 ROOT=$(go list -m -f '{{.Dir}}' github.com/allocd/allocd)
 go test -c -o "$DIR/bench.test" .
@@ -39,8 +45,10 @@ count() { # binary, benchmark, iterations
 	ALLOCD_PLUGINS="$DIR/plugins" ALLOCD_BENCH_WASM="$DIR" GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$DIR/out" \
 		"$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime "${3}x" >/dev/null 2>&1
 	grep '^summary:' "$DIR/out" | awk '{print $2}'
+	if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$DIR/out" "$KEEP/$(echo "$2" | tr / _)-$3.out"; fi
 }
 row() { # binary, benchmark, N
+	echo "$2" | grep -Eq -- "$ROWS" || return 0
 	ALLOCD_PLUGINS="$DIR/plugins" ALLOCD_BENCH_WASM="$DIR" "$DIR/$1" -test.run '^$' -test.bench "^$2\$" -test.benchtime 1x >/dev/null 2>&1 # compiles
 	a=$(count "$1" "$2" "$3")
 	b=$(count "$1" "$2" $((3 * $3)))
