@@ -5,7 +5,8 @@ package allocd
 
 import "embed"
 
-// SDK holds abi/*.go and abi/plugin/*.go (tests included; init-plugin leaves them out).
+// SDK holds abi/*.go, abi/*.s (code written in WebAssembly for the guest) and abi/plugin/*.go
+// (tests included; init-plugin leaves them out).
 //
-//go:embed abi/*.go abi/plugin/*.go
+//go:embed abi/*.go abi/*.s abi/plugin/*.go
 var SDK embed.FS

@@ -44,7 +44,11 @@ var le = binary.LittleEndian
 // Encoder writes requests. It keeps its scratch space between calls, so reuse one per goroutine;
 // the zero value is ready to use.
 type Encoder struct {
+	// index maps the table's strings to their ids, except those in small (while nsmall >= 0, the
+	// table's first nsmall strings, which intern compares one by one) and in pending.
 	index   map[string]uint32
+	small   [maxLinearStrings]string
+	nsmall  int
 	offsets []uint32
 	blob    []byte
 	keys    []string
@@ -145,12 +149,13 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	}
 	if e.index == nil {
 		e.index = make(map[string]uint32)
-	} else {
+	} else if e.nsmall < 0 { // else the map is empty: the last encoding never used it
 		clear(e.index)
 	}
 	e.offsets = append(e.offsets[:0], 0)
 	e.blob = e.blob[:0]
 	e.pending = nil
+	e.small, e.nsmall = [maxLinearStrings]string{}, 0
 
 	kinds := []uint32{SectionMeta, SectionQueues, SectionConsumers}
 	if r.Targets != nil {
@@ -234,9 +239,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		case SectionStrings:
 			count := len(e.offsets) - 1
 			dst = le.AppendUint32(dst, uint32(count))
-			for _, o := range e.offsets {
-				dst = le.AppendUint32(dst, o)
-			}
+			dst = appendUint32s(dst, e.offsets)
 			dst = append(dst, e.blob...)
 		}
 		// Every section starts 4-byte aligned.
@@ -248,6 +251,9 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		le.PutUint32(dst[dir+n*dirEntry+8:], uint32(len(dst)-off))
 	}
 	e.pending = nil // the caller's consumers: not kept
+	if e.nsmall >= 0 {
+		e.small = [maxLinearStrings]string{} // the caller's strings: not kept
+	}
 	if len(dst)-start > MaxMessage {
 		return dst[:start], errorf("request of %d bytes exceeds the %d-byte limit", len(dst)-start, MaxMessage)
 	}
@@ -370,6 +376,24 @@ func sameString(a, b string) bool {
 // previous owners) moves them into the map: 64 map insertions were 15k instructions of a
 // whole-group call whose only later strings are "vnodes" and "10" (RATIONALE.md).
 func (e *Encoder) intern(s string) uint32 {
+	if e.nsmall >= 0 {
+		// A table of a few strings, none in the map yet (the group, topics and brokers, usually):
+		// compared one by one, which costs less than hashing each into the map.
+		if e.pending == nil {
+			for id, t := range e.small[:e.nsmall] {
+				if t == s {
+					return uint32(id)
+				}
+			}
+			if e.nsmall < len(e.small) {
+				id := e.append(s)
+				e.small[e.nsmall] = s
+				e.nsmall++
+				return id
+			}
+		}
+		e.indexSmall()
+	}
 	if e.pending != nil {
 		if e.pendingLookups < maxLinearStrings {
 			e.pendingLookups++
@@ -389,10 +413,26 @@ func (e *Encoder) intern(s string) uint32 {
 	return e.add(s)
 }
 
+// indexSmall puts the strings intern kept out of the map, e.small[:e.nsmall], into it, for good
+// in this encoding.
+func (e *Encoder) indexSmall() {
+	for id, t := range e.small[:e.nsmall] {
+		e.index[t] = uint32(id)
+	}
+	e.small = [maxLinearStrings]string{}
+	e.nsmall = -1
+}
+
 // add appends s to the table and the map.
 func (e *Encoder) add(s string) uint32 {
-	id := uint32(len(e.offsets) - 1)
+	id := e.append(s)
 	e.index[s] = id
+	return id
+}
+
+// append adds s to the table, not to the map, and returns its id.
+func (e *Encoder) append(s string) uint32 {
+	id := uint32(len(e.offsets) - 1)
 	e.blob = append(e.blob, s...)
 	e.offsets = append(e.offsets, uint32(len(e.blob)))
 	return id
@@ -408,14 +448,20 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 	if before > maxLinearStrings || !e.sorted && !slices.IsSorted(list) {
 		return e.appendStrings(dst, list)
 	}
-	dst = le.AppendUint32(dst, uint32(len(list)))
+	// The count and the ids are written in place, and the ids kept, into storage grown once.
+	n := len(list)
+	at := len(dst) + 4
+	dst = slices.Grow(dst, 4+4*n)[:at+4*n]
+	le.PutUint32(dst[at-4:], uint32(n))
+	ids := dst[at:]
+	e.pendingIDs = slices.Grow(e.pendingIDs[:0], n)[:n]
+	e.offsets = slices.Grow(e.offsets, n)
 	// lengths has bit l set when a string before the consumers is l bytes long (l < 64): an id of
 	// another length is none of them, and most ids are settled without comparing bytes.
 	var lengths uint64
 	for id := range before {
 		lengths |= 1 << min(e.offsets[id+1]-e.offsets[id], 63)
 	}
-	e.pendingIDs = e.pendingIDs[:0]
 	var id uint32
 	for i, s := range list {
 		if i == 0 || e.distinct || s != list[i-1] { // else the same id as the one before
@@ -431,8 +477,8 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 				e.offsets = append(e.offsets, uint32(len(e.blob)))
 			}
 		}
-		dst = le.AppendUint32(dst, id)
-		e.pendingIDs = append(e.pendingIDs, id)
+		le.PutUint32(ids[4*i:], id)
+		e.pendingIDs[i] = id
 	}
 	e.pending, e.pendingLookups = list, 0
 	return dst
@@ -507,5 +553,17 @@ func sortedKeys[V any](dst []string, m map[string]V) []string {
 		dst = append(dst, k)
 	}
 	slices.SortFunc(dst, strings.Compare)
+	return dst
+}
+
+// appendUint32s appends vs to dst as little-endian uint32s: one copy where the machine stores a
+// uint32 as the wire does.
+func appendUint32s(dst []byte, vs []uint32) []byte {
+	if littleEndian && len(vs) > 0 {
+		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&vs[0])), 4*len(vs))...)
+	}
+	for _, v := range vs {
+		dst = le.AppendUint32(dst, v)
+	}
 	return dst
 }

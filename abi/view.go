@@ -40,6 +40,8 @@ type View struct {
 	// no consumer id is.
 	nonEmpty bool
 	err      error // the first bad queue record an accessor met; see Err
+	// store: DetachStrings' store, until the table is copied (the first string returned).
+	store func(table []byte) []byte
 }
 
 // ParseRequest checks that b is a well-formed request of major version 1 and returns a view of
@@ -74,8 +76,10 @@ func (v *View) Parse(b []byte) error {
 	}
 	v.buf = b
 	dirEnd := headerSize + int(nsec)*dirEntry
-	var seen [SectionPrevOwners + 1]bool
-	var sec [SectionPrevOwners + 1][]byte
+	var seen uint32 // bit k: a section of kind k is present
+	// sec[k]: where section kind k is, as its offset<<32 | its length (the zeroing of an array
+	// of slices costs a guest three stores a kind).
+	var sec sections
 	for i := 0; i < int(nsec); i++ {
 		d := b[headerSize+i*dirEntry:]
 		kind, off, n := le.Uint32(d), uint64(le.Uint32(d[4:])), uint64(le.Uint32(d[8:]))
@@ -83,22 +87,25 @@ func (v *View) Parse(b []byte) error {
 			return errorf("section %d (kind %d) at [%d,%d) is misaligned or outside the %d-byte request", i, kind, off, off+n, len(b))
 		}
 		if kind >= SectionStrings && kind <= SectionPrevOwners { // kind 0 is reserved: skipped like any unknown kind
-			if seen[kind] {
+			if seen&(1<<kind) != 0 {
 				return errorf("section kind %d appears twice", kind)
 			}
-			seen[kind] = true
-			sec[kind] = b[off : off+n]
+			seen |= 1 << kind
+			sec[kind] = off<<32 | n
 		}
 	}
-	for _, k := range []uint32{SectionStrings, SectionMeta, SectionQueues, SectionConsumers} {
-		if !seen[k] {
-			return errorf("request lacks required section kind %d", k)
+	const required = 1<<SectionStrings | 1<<SectionMeta | 1<<SectionQueues | 1<<SectionConsumers
+	if seen&required != required {
+		for _, k := range []uint32{SectionStrings, SectionMeta, SectionQueues, SectionConsumers} {
+			if seen&(1<<k) == 0 {
+				return errorf("request lacks required section kind %d", k)
+			}
 		}
 	}
-	if err := v.parseStrings(sec[SectionStrings]); err != nil {
+	if err := v.parseStrings(sec.at(b, SectionStrings)); err != nil {
 		return err
 	}
-	meta := sec[SectionMeta]
+	meta := sec.at(b, SectionMeta)
 	if len(meta) < 8 {
 		return errorf("meta section of %d bytes, want 8", len(meta))
 	}
@@ -107,23 +114,23 @@ func (v *View) Parse(b []byte) error {
 		return err
 	}
 	var err error
-	if v.queues, err = records(sec[SectionQueues], 12, "queues"); err != nil {
+	if v.queues, err = records(sec.at(b, SectionQueues), 12, "queues"); err != nil {
 		return err
 	}
 	// The string ids of queue records are checked when a record is read (Queue), not here: a
 	// strategy that needs only len(mqAll), as RocketMQ's AVG and AVG_BY_CIRCLE do, never pays
 	// for checking 2 ids of every queue, which in a wasm guest was most of parsing.
-	if v.consumers, err = v.consumerList(sec[SectionConsumers]); err != nil {
+	if v.consumers, err = v.consumerList(sec.at(b, SectionConsumers)); err != nil {
 		return err
 	}
-	if seen[SectionTargets] {
+	if seen&(1<<SectionTargets) != 0 {
 		v.hasTarget = true
-		if v.targets, err = v.stringList(sec[SectionTargets], "targets"); err != nil {
+		if v.targets, err = v.stringList(sec.at(b, SectionTargets), "targets"); err != nil {
 			return err
 		}
 	}
-	if seen[SectionConfig] {
-		if v.config, err = records(sec[SectionConfig], 8, "config"); err != nil {
+	if seen&(1<<SectionConfig) != 0 {
+		if v.config, err = records(sec.at(b, SectionConfig), 8, "config"); err != nil {
 			return err
 		}
 		for i := 0; i < len(v.config); i += 8 {
@@ -141,7 +148,8 @@ func (v *View) Parse(b []byte) error {
 	nq, nc := v.NumQueues(), v.NumConsumers()
 	// Most requests carry no attributes: four calls fewer (in a wasm guest, a call costs tens of
 	// instructions).
-	if seen[SectionQueueLabels] || seen[SectionQueueMetrics] || seen[SectionConsumerLabels] || seen[SectionConsumerMetrics] {
+	const attrs = 1<<SectionQueueLabels | 1<<SectionQueueMetrics | 1<<SectionConsumerLabels | 1<<SectionConsumerMetrics
+	if seen&attrs != 0 {
 		if v.qlabels, err = v.attrSection(&sec, SectionQueueLabels, 12, nq, "queue labels"); err != nil {
 			return err
 		}
@@ -154,11 +162,11 @@ func (v *View) Parse(b []byte) error {
 		if v.cmetrics, err = v.attrSection(&sec, SectionConsumerMetrics, 16, nc, "consumer metrics"); err != nil {
 			return err
 		}
-		v.hasQAttr = seen[SectionQueueLabels] || seen[SectionQueueMetrics]
-		v.hasCAttr = seen[SectionConsumerLabels] || seen[SectionConsumerMetrics]
+		v.hasQAttr = seen&(1<<SectionQueueLabels|1<<SectionQueueMetrics) != 0
+		v.hasCAttr = seen&(1<<SectionConsumerLabels|1<<SectionConsumerMetrics) != 0
 	}
-	if seen[SectionPrevOwners] {
-		if v.prev, err = records(sec[SectionPrevOwners], 4, "previous owners"); err != nil {
+	if seen&(1<<SectionPrevOwners) != 0 {
+		if v.prev, err = records(sec.at(b, SectionPrevOwners), 4, "previous owners"); err != nil {
 			return err
 		}
 		if len(v.prev)/4 != nq {
@@ -175,16 +183,37 @@ func (v *View) Parse(b []byte) error {
 	return nil
 }
 
+// sections holds where each section kind is in a request, as its offset<<32 | its length; an
+// absent kind is 0 (no section starts at offset 0, where the header is).
+type sections [SectionPrevOwners + 1]uint64
+
+// at returns section kind k of request b.
+func (s *sections) at(b []byte, k uint32) []byte {
+	off, n := s[k]>>32, s[k]&(1<<32-1)
+	return b[off : off+n : off+n]
+}
+
 // DetachStrings moves the string table out of the request bytes, so that every string the view
 // returns stays valid and unchanged when those bytes are reused. store must return a copy of
 // table in storage that is never written again. The SDK reads each request into one buffer kept
 // between calls and detaches its strings into append-only chunks: the string table is usually a
 // small part of a request (queue records are integers), and a strategy may keep any string it
 // was given.
+//
+// The table is copied when the view first returns a string, not before: a strategy that reads
+// only counts and indices, as RocketMQ's AVG and AVG_BY_CIRCLE do, copies nothing, and its guest
+// allocates nothing from call to call. So the request bytes must stay unchanged until the view
+// is done with, as they must without DetachStrings.
 func (v *View) DetachStrings(store func(table []byte) []byte) {
+	v.store = store
+}
+
+// detach copies the string table with the store DetachStrings was given.
+func (v *View) detach() {
 	if len(v.blob) > 0 {
-		v.blob = store(v.blob)
+		v.blob = v.store(v.blob)
 	}
+	v.store = nil
 }
 
 func (v *View) parseStrings(s []byte) error {
@@ -232,33 +261,6 @@ func records(s []byte, size int, what string) ([]byte, error) {
 	return s[4 : 4+n*uint64(size)], nil
 }
 
-// steps reads b as little-endian uint32s a[0..] and returns the OR of their steps d (a[0]-prev,
-// a[1]-a[0], ...), the OR of d-1, and the last of them (prev for none): the first is negative when
-// some step is, the second when some step is not positive. Eight values an iteration, read two
-// to a load, with no branch but the loop's: in a Go wasm guest every loop iteration and taken
-// branch goes through the function's dispatch loop and every load costs some eight instructions,
-// more than the arithmetic (RATIONALE.md).
-func steps(b []byte, prev int64) (or, orLess1, last int64) {
-	last = prev
-	for ; len(b) >= 32; b = b[32:] {
-		c := b[:32:32]
-		w0, w1, w2, w3 := le.Uint64(c), le.Uint64(c[8:]), le.Uint64(c[16:]), le.Uint64(c[24:])
-		a0, a1, a2, a3 := int64(uint32(w0)), int64(w0>>32), int64(uint32(w1)), int64(w1>>32)
-		a4, a5, a6, a7 := int64(uint32(w2)), int64(w2>>32), int64(uint32(w3)), int64(w3>>32)
-		d0, d1, d2, d3, d4, d5, d6, d7 := a0-last, a1-a0, a2-a1, a3-a2, a4-a3, a5-a4, a6-a5, a7-a6
-		or |= d0 | d1 | d2 | d3 | d4 | d5 | d6 | d7
-		orLess1 |= (d0 - 1) | (d1 - 1) | (d2 - 1) | (d3 - 1) | (d4 - 1) | (d5 - 1) | (d6 - 1) | (d7 - 1)
-		last = a7
-	}
-	for ; len(b) >= 4; b = b[4:] {
-		a := int64(le.Uint32(b[:4:4]))
-		or |= a - last
-		orLess1 |= a - last - 1
-		last = a
-	}
-	return or, orLess1, last
-}
-
 // consumerList is stringList for cidAll, noting whether its ids strictly increase
 // (DistinctConsumers): when they do, the last id is the largest.
 func (v *View) consumerList(s []byte) ([]byte, error) {
@@ -295,11 +297,11 @@ func (v *View) stringList(s []byte, what string) ([]byte, error) {
 
 // attrSection checks a labels (size 12) or metrics (size 16) section: owner indices in range,
 // entries sorted by (owner, key) with no key twice for one owner.
-func (v *View) attrSection(sec *[SectionPrevOwners + 1][]byte, kind uint32, size, owners int, what string) ([]byte, error) {
-	s := sec[kind]
-	if s == nil {
+func (v *View) attrSection(sec *sections, kind uint32, size, owners int, what string) ([]byte, error) {
+	if sec[kind] == 0 {
 		return nil, nil
 	}
+	s := sec.at(v.buf, kind)
 	r, err := records(s, size, what)
 	if err != nil {
 		return nil, err
@@ -341,6 +343,9 @@ func (v *View) strBytes(id uint32) []byte {
 }
 
 func (v *View) str(id uint32) string {
+	if v.store != nil {
+		v.detach()
+	}
 	b := v.strBytes(id)
 	if len(b) == 0 {
 		return ""

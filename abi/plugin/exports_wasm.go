@@ -29,6 +29,8 @@ var (
 	in      = make([]byte, 4096)
 	state   call
 	strings stringChunks
+	// storeStrings is strings.store as a func value made once, not at every call.
+	storeStrings = strings.store
 )
 
 //go:wasmexport allocd_abi_version
@@ -49,11 +51,12 @@ func allocateExport() int32 {
 		inputRead(unsafe.Pointer(unsafe.SliceData(in)), n)
 	}
 	// The input buffer is reused by the next call, so the strings a strategy is given must not
-	// alias it: they live in a copy of the request's string table, which is never overwritten.
+	// alias it: they live in a copy of the request's string table, which is never overwritten,
+	// made when the strategy is first given a string.
 	var b []byte
 	err := state.v.Parse(in[:n])
 	if err == nil {
-		state.v.DetachStrings(strings.store)
+		state.v.DetachStrings(storeStrings)
 		b, err = state.run()
 	}
 	if err != nil {

@@ -290,3 +290,41 @@ func Scaffold(tb testing.TB) string {
 	mu.Unlock()
 	return out
 }
+
+// GuestTests runs the tests named in tests (exact names, fuzz targets over their seeds) of the
+// package at pkg (a path relative to the module root, such as "abi") in a wasm guest: the
+// package's tests compiled with GOOS=wasip1 and run by wazero, the runtime the daemon's host is
+// built on, with its optimizing compiler. The module's folder is the guest's root, read-only,
+// and the package's folder its working directory, so testdata is where the tests look. Each test
+// must pass; a test that did not run is a failure too. Code written in WebAssembly for the guest
+// (a _wasm.s file) is checked this way.
+func GuestTests(t *testing.T, pkg string, tests []string) {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "guest.test.wasm")
+	cmd := exec.Command("go", "test", "-c", "-o", bin, "./"+pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s's tests for the guest: %v\n%s", pkg, err, out)
+	}
+	// wazero's own command, built without the race detector, under which compiling the guest
+	// takes a minute instead of seconds; its version is the one the daemon's host uses (go.mod).
+	cmd = exec.Command("go", "run", "github.com/tetratelabs/wazero/cmd/wazero", "run",
+		"-cachedir", filepath.Join(os.TempDir(), "allocd-test-cache", "wazero-cli"),
+		"-mount", root+":/:ro", "-env", "PWD=/"+pkg,
+		bin, "-test.v", "-test.run", "^("+strings.Join(tests, "|")+")$")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s's tests in the guest: %v\n%s", pkg, err, out)
+	}
+	for _, name := range tests {
+		if !bytes.Contains(out, []byte("--- PASS: "+name+" ")) {
+			t.Errorf("the guest did not pass %s:\n%s", name, out)
+		}
+	}
+}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/allocd/allocd/internal/wasmbuild"
@@ -21,37 +19,12 @@ var guestTests = []string{
 }
 
 // TestGuestMD5 runs guestTests in a wasm guest, where md5Blocks is md5block_wasm.s (natively it
-// is md5block.go, which the other tests run): this package's tests compiled with GOOS=wasip1
-// and run by wazero, the runtime the daemon's host is built on, with its optimizing compiler.
+// is md5block.go, which the other tests run).
 func TestGuestMD5(t *testing.T) {
 	if runtime.GOARCH == "wasm" {
 		t.Skip("this is the guest already") // the guest runs guestTests only
 	}
-	root, err := wasmbuild.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "hash.test.wasm")
-	cmd := exec.Command("go", "test", "-c", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the guest tests: %v\n%s", err, out)
-	}
-	// wazero's own command, built without the race detector, under which compiling the guest
-	// takes a minute instead of seconds; its version is the one the daemon's host uses (go.mod).
-	cmd = exec.Command("go", "run", "github.com/tetratelabs/wazero/cmd/wazero", "run",
-		"-cachedir", filepath.Join(os.TempDir(), "allocd-test-cache", "wazero-cli"),
-		"-mount", root+":/:ro", "-env", "PWD=/plugins/hash", // testdata and ../../testdata where the tests look
-		bin, "-test.v", "-test.run", "^("+strings.Join(guestTests, "|")+")$")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("guest tests: %v\n%s", err, out)
-	}
-	for _, name := range guestTests {
-		if !bytes.Contains(out, []byte("--- PASS: "+name+" ")) {
-			t.Errorf("the guest did not pass %s:\n%s", name, out)
-		}
-	}
+	wasmbuild.GuestTests(t, "plugins/hash", guestTests)
 }
 
 // TestMD5BlockAsmGenerated: md5block_wasm.s is what md5block_gen.go writes.

@@ -1,0 +1,7 @@
+package abi
+
+// steps is written in WebAssembly in the wasm guest (steps_wasm.s); steps_other.go says what it
+// returns.
+//
+//go:noescape
+func steps(b []byte, prev int64) (or, orLess1, last int64)
