@@ -1,3 +1,5 @@
+//go:build !tinygo
+
 #include "textflag.h"
 
 // func steps(b []byte, prev int64) (or, orLess1, last int64)

@@ -1,3 +1,5 @@
+//go:build !tinygo
+
 #include "textflag.h"
 
 // func fillBlocks(owners []int32, c int)
