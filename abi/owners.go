@@ -69,20 +69,11 @@ func (v *View) HasEmptyConsumer() bool {
 // AppendOwners appends the owner-form response for owners (one entry per queue: a consumer
 // index, or NoOwner) to dst.
 func AppendOwners(dst []byte, owners []int32) []byte {
-	n := len(dst)
-	dst = slices.Grow(dst, headerSize+4*len(owners))[:n+headerSize+4*len(owners)]
+	dst = slices.Grow(dst, headerSize+4*len(owners))
 	w0, w1 := ownersHeader(len(owners))
-	le.PutUint64(dst[n:], w0)
-	le.PutUint64(dst[n+8:], w1)
-	out := dst[n+headerSize:]
-	if littleEndian && len(owners) > 0 { // the wire's layout: one copy (wasm is little-endian)
-		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&owners[0])), 4*len(owners)))
-		return dst
-	}
-	for i, o := range owners {
-		le.PutUint32(out[4*i:], uint32(o))
-	}
-	return dst
+	dst = le.AppendUint64(dst, w0)
+	dst = le.AppendUint64(dst, w1)
+	return appendWords(dst, owners)
 }
 
 // OwnersResponse returns, in dst's storage (grown as needed), an owner-form response for n

@@ -155,7 +155,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 	e.offsets = append(e.offsets[:0], 0)
 	e.blob = e.blob[:0]
 	e.pending = nil
-	e.small, e.nsmall = [maxLinearStrings]string{}, 0
+	e.nsmall = 0 // e.small is clear: every encoding clears it at its end
 
 	kinds := []uint32{SectionMeta, SectionQueues, SectionConsumers}
 	if r.Targets != nil {
@@ -239,7 +239,7 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		case SectionStrings:
 			count := len(e.offsets) - 1
 			dst = le.AppendUint32(dst, uint32(count))
-			dst = appendUint32s(dst, e.offsets)
+			dst = appendWords(dst, e.offsets)
 			dst = append(dst, e.blob...)
 		}
 		// Every section starts 4-byte aligned.
@@ -250,10 +250,8 @@ func (e *Encoder) Encode(dst []byte, r *Request) ([]byte, error) {
 		le.PutUint32(dst[dir+n*dirEntry+4:], uint32(off-start))
 		le.PutUint32(dst[dir+n*dirEntry+8:], uint32(len(dst)-off))
 	}
-	e.pending = nil // the caller's consumers: not kept
-	if e.nsmall >= 0 {
-		e.small = [maxLinearStrings]string{} // the caller's strings: not kept
-	}
+	e.pending = nil                      // the caller's consumers: not kept
+	e.small = [maxLinearStrings]string{} // the caller's strings: not kept
 	if len(dst)-start > MaxMessage {
 		return dst[:start], errorf("request of %d bytes exceeds the %d-byte limit", len(dst)-start, MaxMessage)
 	}
@@ -419,7 +417,6 @@ func (e *Encoder) indexSmall() {
 	for id, t := range e.small[:e.nsmall] {
 		e.index[t] = uint32(id)
 	}
-	e.small = [maxLinearStrings]string{}
 	e.nsmall = -1
 }
 
@@ -556,14 +553,14 @@ func sortedKeys[V any](dst []string, m map[string]V) []string {
 	return dst
 }
 
-// appendUint32s appends vs to dst as little-endian uint32s: one copy where the machine stores a
-// uint32 as the wire does.
-func appendUint32s(dst []byte, vs []uint32) []byte {
+// appendWords appends vs to dst as little-endian 4-byte words: one copy where the machine stores
+// them as the wire does (wasm is little-endian).
+func appendWords[T int32 | uint32](dst []byte, vs []T) []byte {
 	if littleEndian && len(vs) > 0 {
 		return append(dst, unsafe.Slice((*byte)(unsafe.Pointer(&vs[0])), 4*len(vs))...)
 	}
 	for _, v := range vs {
-		dst = le.AppendUint32(dst, v)
+		dst = le.AppendUint32(dst, uint32(v))
 	}
 	return dst
 }
