@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/allocd/allocd/plugins/rocketmq"
 )
@@ -84,8 +85,14 @@ type Ring struct {
 	shift   uint
 	scratch []byte
 	ids     []int32 // AssignOwnerRuns's buffer of a run's queue ids
-	memo    *Memo
-	pm      prefixMD5 // in a wasm guest, the hashes of keys sharing the prefix last reset (md5.go)
+	// assignRun's buffers: a run's hashes (also appendVnodeHashes's), and the places, ids and
+	// hashes of the queues it hashes when the memo knows others; seq is 0, 1, 2...: a
+	// consumer's virtual node indices.
+	hs, vs, mh []uint32
+	miss       []int32
+	seq        []uint32
+	memo       *Memo
+	pm         prefixMD5 // in a wasm guest, the hashes of keys sharing the prefix last reset (md5.go)
 }
 
 // NewRing builds the ring exactly as Java does for consumers 0..c-1, consumer(i) giving the id of
@@ -187,9 +194,9 @@ func (r *Ring) buildDistinct(ids []string, ascending bool, vnodes int) {
 			r.memo.forgetConsumers()
 		}
 		for i, id := range ids {
-			r.vnodePrefix(id)
-			for k := 0; k < vnodes; k++ {
-				keys = append(keys, uint64(r.vnodeHash(k))<<32|uint64(i))
+			r.hs = r.appendVnodeHashes(r.hs[:0], id, vnodes)
+			for _, h := range r.hs {
+				keys = append(keys, uint64(h)<<32|uint64(i))
 			}
 		}
 	}
@@ -278,6 +285,15 @@ func (r *Ring) buildRepeated(ids []string, vnodes int) {
 // appendVnodeHashes appends the hashes of id's keys "id-0" ... "id-(vnodes-1)" to dst.
 func (r *Ring) appendVnodeHashes(dst []uint32, id string, vnodes int) []uint32 {
 	r.vnodePrefix(id)
+	if prefixHashing {
+		for len(r.seq) < vnodes {
+			r.seq = append(r.seq, uint32(len(r.seq)))
+		}
+		n := len(dst)
+		dst = slices.Grow(dst, vnodes)[:n+vnodes]
+		r.pm.sums(dst[n:], r.seq[:vnodes], 0)
+		return dst
+	}
 	for k := 0; k < vnodes; k++ {
 		dst = append(dst, r.vnodeHash(k))
 	}
@@ -465,8 +481,11 @@ func (r *Ring) AssignOwnerRuns(owners []int32, run func(i int, ids []int32) (top
 	}
 }
 
-// assignRun sets owners[k] to the owner of queue (topic, broker, ids[k]).
+// assignRun sets owners[k] to the owner of queue (topic, broker, ids[k]). The run's hashes are
+// taken from the memo or computed together (queueHashes), then looked up together
+// (ringLookups): in a wasm guest each is one call for the run, with no Go between queues.
 func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
+	ids = ids[:len(owners)]
 	var run *queueRun // the memo's hashes of this broker's queues, by queue id
 	if r.memo != nil {
 		run = r.memo.queueRun(topic, broker)
@@ -474,21 +493,60 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 			run.reserve(ids[len(ids)-1]) // the largest id when they are sorted, as a run's are
 		}
 	}
-	started := false
-	for k, id := range ids[:len(owners)] {
-		if run != nil && uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
-			owners[k] = int32(r.lookup(uint32(run.hashes[id])))
-			continue
+	hs := slices.Grow(r.hs[:0], len(ids))[:len(ids)]
+	r.hs = hs
+	if run == nil || run.known == 0 { // no hash known: every queue is hashed
+		var sign int32 // negative when an id is
+		for _, id := range ids {
+			sign |= id
 		}
-		if !started {
-			r.queuePrefix(topic, broker)
-			started = true
-		}
-		h := r.queueHash(id)
+		r.queuePrefix(topic, broker)
+		r.queueHashes(hs, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(ids))), len(ids)), sign < 0)
 		if run != nil {
-			run.put(id, h)
+			for k, id := range ids {
+				run.put(id, hs[k])
+			}
 		}
-		owners[k] = int32(r.lookup(h))
+	} else {
+		miss := r.miss[:0] // the places of the queues to hash
+		for k, id := range ids {
+			if uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
+				hs[k] = uint32(run.hashes[id])
+				continue
+			}
+			miss = append(miss, int32(k))
+		}
+		r.miss = miss
+		if len(miss) > 0 {
+			vs := r.vs[:0]
+			var sign int32
+			for _, k := range miss {
+				vs = append(vs, uint32(ids[k]))
+				sign |= ids[k]
+			}
+			r.queuePrefix(topic, broker)
+			mh := slices.Grow(r.mh[:0], len(vs))[:len(vs)]
+			r.vs, r.mh = vs, mh
+			r.queueHashes(mh, vs, sign < 0)
+			for j, k := range miss {
+				hs[k] = mh[j]
+				run.put(ids[k], mh[j])
+			}
+		}
+	}
+	ringLookups(r, hs, owners)
+}
+
+// queueHashes sets hs[j] to the hash of the key of queue id vs[j] (an int32 id as uint32) of the
+// topic and broker queuePrefix started. In a wasm guest one prefixMD5.sums call hashes them all,
+// unless one is negative (negative: "-1" is no digit string sums writes).
+func (r *Ring) queueHashes(hs, vs []uint32, negative bool) {
+	if prefixHashing && !negative {
+		r.pm.sums(hs, vs, ']')
+		return
+	}
+	for j, v := range vs {
+		hs[j] = r.queueHash(int32(v))
 	}
 }
 
@@ -548,6 +606,7 @@ func (m *Memo) keepRing(r *Ring, ids []string) { m.ring, m.ringIDs = r, ids }
 // not yet known.
 type queueRun struct {
 	hashes []uint64
+	known  int // the hashes not 0
 	gen    uint32
 }
 
@@ -566,6 +625,9 @@ func (r *queueRun) put(id int32, h uint32) {
 		return
 	}
 	r.reserve(id)
+	if r.hashes[id] == 0 {
+		r.known++
+	}
 	r.hashes[id] = 1<<32 | uint64(h)
 }
 

@@ -752,6 +752,8 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		{cids(7), []string{"b0"}, ids(0, 64), 3},
 		{reversed(cids(7)), []string{"b0"}, ids(0, 64), 3},
 		{cids(7), []string{"b0"}, ids(0, 64), 3},
+		{cids(7), []string{"b0"}, ids(0, 100), 3}, // 64 hashes known, 36 to hash
+		{cids(7), []string{"b0"}, ids(0, 100), 3},
 		{slices.Sorted(slices.Values(cids(12))), []string{"b0"}, ids(0, 64), 3},
 		{interleaved(), []string{"b0"}, ids(0, 64), 3},
 		{slices.Sorted(slices.Values(cids(12)))[5:], []string{"b0"}, ids(0, 64), 3},
@@ -947,12 +949,16 @@ func eachHashing(t *testing.T, test func(*testing.T)) {
 	})
 }
 
-// prefixMD5's hashes are crypto/md5's of the whole key for every prefix length around the block
-// and padding boundaries, every digit count and both endings, and its buffer is back to zeros
-// after each key (the next key's padding depends on it).
+// prefixMD5's hashes, one key at a time (sum) and many in one call (sums), are crypto/md5's of
+// the whole key for every prefix length around the block and padding boundaries, every digit
+// count and both endings, and its buffer is back to zeros after each key (the next key's padding
+// depends on it).
 func TestPrefixMD5(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	values := []uint32{0, 7, 9, 10, 99, 100, 999, 1000, 1023, 65535, 99999, 100000, 1e6, 9999999, 1e8, 999999999, 1e9, math.MaxUint32}
+	values := []uint32{0, 7, 1023, 65535, math.MaxUint32, math.MaxUint32 - 1}
+	for p := uint64(10); p <= 1e9; p *= 10 {
+		values = append(values, uint32(p-1), uint32(p), uint32(p+1))
+	}
 	var p prefixMD5
 	for n := range 200 {
 		prefix := make([]byte, n)
@@ -960,21 +966,42 @@ func TestPrefixMD5(t *testing.T) {
 			prefix[i] = byte(r.Uint32())
 		}
 		p.reset(prefix)
-		for _, v := range append(values, r.Uint32(), r.Uint32()%1000) {
-			for _, closing := range []byte{0, ']'} {
+		vs := append(slices.Clip(values), r.Uint32(), r.Uint32()%1000)
+		for _, closing := range []byte{0, ']'} {
+			want := make([]uint32, len(vs))
+			for k, v := range vs {
 				key := strconv.AppendUint(slices.Clip(prefix), uint64(v), 10)
 				if closing != 0 {
 					key = append(key, closing)
 				}
 				sum := md5.Sum(key)
-				if got, want := p.sum(v, closing), binary.BigEndian.Uint32(sum[:4]); got != want {
-					t.Fatalf("prefix of %d bytes, %d, closing %q: %#x, crypto/md5 %#x", n, v, closing, got, want)
+				want[k] = binary.BigEndian.Uint32(sum[:4])
+				if got := p.sum(v, closing); got != want[k] {
+					t.Fatalf("sum: prefix of %d bytes, %d, closing %q: %#x, crypto/md5 %#x", n, v, closing, got, want[k])
 				}
-				if rest := p.buf[p.n:]; slices.ContainsFunc(rest, func(b byte) bool { return b != 0 }) {
-					t.Fatalf("prefix of %d bytes, %d: buffer not cleared past the prefix: %x", n, v, rest)
+				checkCleared(t, &p, "sum")
+			}
+			got := make([]uint32, len(vs)+1)
+			got[len(vs)] = 1
+			p.sums(got, vs, closing)
+			if got[len(vs)] != 1 {
+				t.Fatalf("sums: prefix of %d bytes: wrote past its %d values", n, len(vs))
+			}
+			for k, v := range vs {
+				if got[k] != want[k] {
+					t.Fatalf("sums: prefix of %d bytes, %d, closing %q: %#x, crypto/md5 %#x", n, v, closing, got[k], want[k])
 				}
 			}
+			checkCleared(t, &p, "sums")
 		}
+	}
+}
+
+// checkCleared fails unless p's buffer is zero past the prefix.
+func checkCleared(t *testing.T, p *prefixMD5, by string) {
+	t.Helper()
+	if rest := p.buf[p.n:]; slices.ContainsFunc(rest, func(b byte) bool { return b != 0 }) {
+		t.Fatalf("%s: prefix of %d bytes: buffer not cleared past the prefix: %x", by, p.done+p.n, rest)
 	}
 }
 
@@ -990,12 +1017,19 @@ func FuzzPrefixMD5(f *testing.F) {
 			closing = ']'
 			key = append(key, closing)
 		}
+		sum := md5.Sum(key)
+		want := binary.BigEndian.Uint32(sum[:4])
 		for range 2 { // the second from the buffer the first left
-			sum := md5.Sum(key)
-			if got, want := p.sum(v, closing), binary.BigEndian.Uint32(sum[:4]); got != want {
-				t.Fatalf("prefix %x, %d, closing %q: %#x, crypto/md5 %#x", prefix, v, closing, got, want)
+			if got := p.sum(v, closing); got != want {
+				t.Fatalf("sum: prefix %x, %d, closing %q: %#x, crypto/md5 %#x", prefix, v, closing, got, want)
 			}
 		}
+		var got [2]uint32
+		p.sums(got[:], []uint32{v, v}, closing)
+		if got != [2]uint32{want, want} {
+			t.Fatalf("sums: prefix %x, %d, closing %q: %#x, crypto/md5 %#x twice", prefix, v, closing, got, want)
+		}
+		checkCleared(t, &p, "sums")
 	})
 }
 
@@ -1013,6 +1047,37 @@ func TestPutDecimal(t *testing.T) {
 		n := putDecimal(b[:], v)
 		if got, want := string(b[:n]), strconv.FormatUint(uint64(v), 10); got != want {
 			t.Fatalf("putDecimal(%d) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// ringLookups (in the guest, lookups_wasm.s) is lookup for every key: each ring hash, its
+// neighbours, both ends of the hash space (past the last hash wraps to the first) and random
+// ones, on rings of one entry to thousands (buckets of zero to several entries).
+func TestRingLookups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, shape := range []struct{ c, vnodes int }{{1, 1}, {1, 2}, {2, 3}, {3, 10}, {64, 10}, {100, 37}, {7, 1000}} {
+		r, err := NewRing(shape.c, func(i int) string { return fmt.Sprintf("10.0.0.%d@%d", i, 4000+i) }, shape.vnodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := []uint32{0, 1, math.MaxUint32, math.MaxUint32 - 1}
+		for _, h := range r.hashes {
+			hs = append(hs, h, h-1, h+1)
+		}
+		for range 1000 {
+			hs = append(hs, rng.Uint32())
+		}
+		out := make([]int32, len(hs)+1)
+		out[len(hs)] = -7
+		ringLookups(r, hs, out)
+		if out[len(hs)] != -7 {
+			t.Fatalf("%d x %d: wrote past its %d keys", shape.c, shape.vnodes, len(hs))
+		}
+		for j, h := range hs {
+			if want := int32(r.lookup(h)); out[j] != want {
+				t.Fatalf("%d x %d, ring of %d: key %#x: %d, lookup %d", shape.c, shape.vnodes, r.Len(), h, out[j], want)
+			}
 		}
 	}
 }

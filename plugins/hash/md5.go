@@ -85,6 +85,12 @@ func (p *prefixMD5) sum(v uint32, closing byte) uint32 {
 	return bits.ReverseBytes32(a)
 }
 
+// sums sets out[k] to sum(vs[k], closing) for each k, in one call (md5Sums): in the wasm guest
+// a key's Go calls and their dispatch cost more than its digits and padding (RATIONALE.md).
+func (p *prefixMD5) sums(out, vs []uint32, closing byte) {
+	md5Sums(p, vs, uint32(closing), out[:len(vs)])
+}
+
 // putDecimal writes v's decimal digits at the start of b (len(b) >= 10) and returns their count.
 // Up to 9,999 it takes the digits two at a time from a table, smallest numbers first (virtual
 // node indices and queue ids are small), with no loop; larger ones go through strconv.

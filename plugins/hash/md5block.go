@@ -102,3 +102,11 @@ func md5Block(a0, b0, c0, d0 uint32, p []byte) (uint32, uint32, uint32, uint32) 
 	b = c + bits.RotateLeft32(b+(d^(c|^a))+x9+0xeb86d391, 21)
 	return a0 + a, b0 + b, c0 + c, d0 + d
 }
+
+// md5Sums sets out[k] to p.sum(vs[k], byte(closing)) for each k: the Go that md5block_wasm.s
+// is in the wasm guest.
+func md5Sums(p *prefixMD5, vs []uint32, closing uint32, out []uint32) {
+	for k, v := range vs {
+		out[k] = p.sum(v, byte(closing))
+	}
+}

@@ -1,0 +1,63 @@
+#include "go_asm.h"
+#include "textflag.h"
+
+// func ringLookups(r *Ring, hs []uint32, out []int32)
+//
+// out[j] = r.lookup(hs[j]) for each j (len(out) >= len(hs), r's ring not empty), as hash.go's
+// lookup: the bucket of h (its top bits) bounds a binary search for the first ring hash >= h,
+// past the last one wrapping to the first. The search's step is branch-free: the comparison,
+// kept in PC_B (the resumption index Go's wasm passes a function, which this one, with no
+// calls, does not read), selects the new bounds.
+//
+// Registers: R0 r's hashes, R1 their count, R2 r's nodes, R3 r's buckets, R4 r's shift, R5 and
+// R6 the next and the end of hs, R7 the next of out, R8 h, R9 and R10 the search's bounds, R11
+// its middle.
+TEXT ·ringLookups(SB), NOSPLIT, $0-56
+	I64Load r+0(FP)
+	I32WrapI64
+	Set PC_B
+	Get PC_B; I64Load $Ring_hashes; Set R0
+	Get PC_B; I64Load $(Ring_hashes+8); Set R1
+	Get PC_B; I64Load $Ring_nodes; Set R2
+	Get PC_B; I64Load $Ring_buckets; Set R3
+	Get PC_B; I64Load $Ring_shift; Set R4
+	I64Load hs_base+8(FP)
+	Set R5
+	Get R5; I64Load hs_len+16(FP); I64Const $2; I64Shl; I64Add; Set R6
+	I64Load out_base+32(FP)
+	Set R7
+
+	Block
+	Loop
+	Get R5; Get R6; I64GeU; BrIf $1
+	Get R5; I32WrapI64; I64Load32U $0; Set R8
+
+	// the bucket's bounds: buckets[h>>shift], buckets[h>>shift+1]
+	Get R8; Get R4; I64ShrU; I64Const $2; I64Shl; Get R3; I64Add; I32WrapI64; Set PC_B
+	Get PC_B; I64Load32U $4; Set R10
+	Get PC_B; I64Load32U $0; Set R9
+
+	Block
+	Loop
+	Get R9; Get R10; I64GeU; BrIf $1
+	Get R9; Get R10; I64Add; I64Const $1; I64ShrU; Set R11
+	// hashes[m] < h: i = m+1, else j = m
+	Get R11; I64Const $2; I64Shl; Get R0; I64Add; I32WrapI64; I64Load32U $0; Get R8; I64LtU; Set PC_B
+	Get R11; I64Const $1; I64Add; Get R9; Get PC_B; Select; Set R9
+	Get R10; Get R11; Get PC_B; Select; Set R10
+	Br $0
+	End
+	End
+
+	// out: nodes[i], nodes[0] past the last hash
+	Get R7; I32WrapI64
+	I64Const $0; Get R9; Get R9; Get R1; I64Eq; Select
+	I64Const $2; I64Shl; Get R2; I64Add; I32WrapI64; I64Load32U $0
+	I64Store32 $0
+
+	Get R5; I64Const $4; I64Add; Set R5
+	Get R7; I64Const $4; I64Add; Set R7
+	Br $0
+	End
+	End
+	RET
