@@ -57,12 +57,14 @@ func TestSteps(t *testing.T) {
 	}
 }
 
-// guestTests are the tests TestGuest runs in the wasm guest, where steps is steps_wasm.s: steps
-// against its definition, and parsing whole requests (the string table's offsets and the
-// consumers' ids are read with steps) good and bad, with the fuzz target's seeds.
+// guestTests are the tests TestGuest runs in the wasm guest, where steps is steps_wasm.s and
+// runIDs queuerun_wasm.s: steps against its definition, parsing whole requests (the string
+// table's offsets and the consumers' ids are read with steps) good and bad, with the fuzz
+// target's seeds, and mqAll's runs.
 var guestTests = []string{
 	"TestSteps", "TestViewConsumerChecks", "TestViewConsumerChecksLong",
 	"TestParseRefusesBadStringOffsets", "TestGolden", "TestRequestRoundTripRandom", "FuzzParseRequest",
+	"TestViewQueueRun", "TestViewQueueRunRandom",
 }
 
 // TestGuest runs guestTests in a wasm guest.

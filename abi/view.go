@@ -383,7 +383,8 @@ func (v *View) Queue(i int) Queue {
 // once). It returns their topic and broker, the index after the run, and ids with the run's queue
 // ids appended, for a strategy that works a (topic, broker) at a time, as CONSISTENT_HASH's keys
 // share their prefix. A record that names a string the request lacks is a run of its own with
-// empty names, and makes Err report the request as malformed (as Queue).
+// empty names, and makes Err report the request as malformed (as Queue). ids is grown to hold
+// every queue from i on, so that a caller that passes the same slice again allocates once.
 func (v *View) QueueRun(i int, ids []int32) (topic, broker string, end int, _ []int32) {
 	r := v.queues[12*i : 12*i+12 : 12*i+12]
 	names := le.Uint64(r)
@@ -393,12 +394,11 @@ func (v *View) QueueRun(i int, ids []int32) (topic, broker string, end int, _ []
 		v.Queue(i) // records the error
 		return "", "", i + 1, append(ids, int32(le.Uint32(r[8:])))
 	}
-	end = i
-	for q := v.queues[12*i:]; len(q) >= 12 && le.Uint64(q) == names; q = q[12:] {
-		ids = append(ids, int32(le.Uint32(q[8:12:12])))
-		end++
-	}
-	return topic, broker, end, ids
+	q := v.queues[12*i:]
+	n := len(ids)
+	ids = slices.Grow(ids, len(q)/12)
+	k := runIDs(q, names, ids[n:n+len(q)/12])
+	return topic, broker, i + k, ids[:n+k]
 }
 
 // Err reports a malformed queue record that Queue met, or nil. ParseRequest checks everything

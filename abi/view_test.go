@@ -3,6 +3,7 @@ package abi_test
 import (
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -265,6 +266,45 @@ func TestViewQueueRun(t *testing.T) {
 	}
 	if topic, broker, end, ids := v.QueueRun(1, nil); topic != "" || broker != "" || end != 2 || !slices.Equal(ids, []int32{1}) || v.Err() == nil {
 		t.Errorf("bad record: %q %q to %d, %v, Err %v", topic, broker, end, ids, v.Err())
+	}
+}
+
+// TestViewQueueRunRandom: on random mqAll lists (runs of one to hundreds of queues, names that
+// repeat in later runs, any queue id), QueueRun's runs, appended after what the caller's slice
+// holds, give back every queue's names and id as Queue reads them, and each run ends where the
+// names change.
+func TestViewQueueRunRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	names := []string{"T", "U", "broker-a", "broker-b", "b"}
+	for it := range 300 {
+		var qs []abi.Queue
+		for range r.IntN(6) {
+			topic, broker := names[r.IntN(len(names))], names[r.IntN(len(names))]
+			for range 1 + r.IntN([]int{3, 40, 400}[r.IntN(3)]) {
+				qs = append(qs, abi.Queue{Topic: topic, BrokerName: broker, QueueID: int32(r.Uint32())})
+			}
+		}
+		v := mustParse(t, &abi.Request{Group: "g", Queues: qs, Consumers: []string{"c"}})
+		ids := []int32{-5, -6}[:r.IntN(3)] // what the caller's slice already holds stays
+		for i := 0; i < v.NumQueues(); {
+			prefix := slices.Clone(ids)
+			topic, broker, end, got := v.QueueRun(i, ids)
+			if end <= i || end > len(qs) || len(got) != len(prefix)+end-i || !slices.Equal(got[:len(prefix)], prefix) {
+				t.Fatalf("iteration %d: run from %d ends at %d with %d ids after %d", it, i, end, len(got), len(prefix))
+			}
+			for k := i; k < end; k++ {
+				if q := qs[k]; q.Topic != topic || q.BrokerName != broker || q.QueueID != got[len(prefix)+k-i] {
+					t.Fatalf("iteration %d: queue %d is %v, the run from %d says %q %q %d", it, k, q, i, topic, broker, got[len(prefix)+k-i])
+				}
+			}
+			if end < len(qs) && qs[end].Topic == topic && qs[end].BrokerName == broker {
+				t.Fatalf("iteration %d: the run from %d ends at %d before a queue of the same names", it, i, end)
+			}
+			ids, i = got[:len(prefix)], end
+		}
+		if v.Err() != nil {
+			t.Fatal(v.Err())
+		}
 	}
 }
 

@@ -508,14 +508,8 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 			}
 		}
 	} else {
-		miss := r.miss[:0] // the places of the queues to hash
-		for k, id := range ids {
-			if uint32(id) < uint32(len(run.hashes)) && run.hashes[id] != 0 {
-				hs[k] = uint32(run.hashes[id])
-				continue
-			}
-			miss = append(miss, int32(k))
-		}
+		miss := slices.Grow(r.miss[:0], len(ids))[:len(ids)] // the places of the queues to hash
+		miss = miss[:memoHashes(run.hashes, ids, hs, miss)]
 		r.miss = miss
 		if len(miss) > 0 {
 			vs := r.vs[:0]

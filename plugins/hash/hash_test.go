@@ -1081,3 +1081,46 @@ func TestRingLookups(t *testing.T) {
 		}
 	}
 }
+
+// memoHashes (in the guest, lookups_wasm.s) takes a known hash for each id that has one, a hash
+// of 0 included (1<<32 | 0), and lists the places of the others in order: unknown entries, ids
+// past the table's end and negative ids.
+func TestMemoHashes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, size := range []int{0, 1, 5, 64, 300} {
+		known := make([]uint64, size)
+		for i := range known {
+			switch rng.IntN(3) {
+			case 0: // unknown
+			case 1:
+				known[i] = 1 << 32 // a known hash of 0
+			default:
+				known[i] = 1<<32 | uint64(rng.Uint32())
+			}
+		}
+		ids := []int32{-1, math.MinInt32, math.MaxInt32, int32(size), int32(size) - 1, 0}
+		for range 500 {
+			ids = append(ids, int32(rng.IntN(size+3))-1)
+		}
+		hs := make([]uint32, len(ids))
+		miss := make([]int32, len(ids)+1)
+		miss[len(ids)] = -7
+		n := memoHashes(known, ids, hs, miss)
+		if miss[len(ids)] != -7 {
+			t.Fatalf("size %d: wrote past the misses' buffer", size)
+		}
+		var want []int32
+		for k, id := range ids {
+			if id >= 0 && int(id) < size && known[id] != 0 {
+				if hs[k] != uint32(known[id]) {
+					t.Fatalf("size %d: id %d: hash %#x, known %#x", size, id, hs[k], known[id])
+				}
+				continue
+			}
+			want = append(want, int32(k))
+		}
+		if !slices.Equal(miss[:n], want) {
+			t.Fatalf("size %d: misses %v, want %v", size, miss[:n], want)
+		}
+	}
+}

@@ -9,3 +9,18 @@ func ringLookups(r *Ring, hs []uint32, out []int32) {
 		out[j] = int32(r.lookup(h))
 	}
 }
+
+// memoHashes sets hs[k] to the hash known holds for ids[k], or appends k to miss, and returns
+// how many it appended: the Go that lookups_wasm.s is in the wasm guest.
+func memoHashes(known []uint64, ids []int32, hs []uint32, miss []int32) int {
+	n := 0
+	for k, id := range ids {
+		if uint32(id) < uint32(len(known)) && known[id] != 0 {
+			hs[k] = uint32(known[id])
+			continue
+		}
+		miss[n] = int32(k)
+		n++
+	}
+	return n
+}

@@ -6,3 +6,10 @@ package hash
 //
 //go:noescape
 func ringLookups(r *Ring, hs []uint32, out []int32)
+
+// memoHashes sets hs[k] to the hash a memo's known (1<<32 | hash by queue id, 0 for unknown)
+// holds for ids[k], or appends k to miss, and returns how many it appended (len(hs), len(miss)
+// >= len(ids)): in the wasm guest it is written in WebAssembly (lookups_wasm.s).
+//
+//go:noescape
+func memoHashes(known []uint64, ids []int32, hs []uint32, miss []int32) int

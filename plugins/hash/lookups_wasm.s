@@ -61,3 +61,53 @@ TEXT ·ringLookups(SB), NOSPLIT, $0-56
 	End
 	End
 	RET
+
+// func memoHashes(known []uint64, ids []int32, hs []uint32, miss []int32) int
+//
+// For each k, hs[k] = uint32(known[ids[k]]) when ids[k] is an index of known and that entry is
+// not 0 (a memo's 1<<32 | hash); otherwise k is appended to miss (len(miss), len(hs) >=
+// len(ids)). Returns how many were appended.
+//
+// Registers: R0 and R1 known's base and length, R2 and R3 the next and the end of ids, R4 hs,
+// R5 miss, R6 k, R7 the count, R8 the id, R9 its entry.
+TEXT ·memoHashes(SB), NOSPLIT, $0-104
+	I64Load known_base+0(FP)
+	Set R0
+	I64Load known_len+8(FP)
+	Set R1
+	I64Load ids_base+24(FP)
+	Set R2
+	Get R2; I64Load ids_len+32(FP); I64Const $2; I64Shl; I64Add; Set R3
+	I64Load hs_base+48(FP)
+	Set R4
+	I64Load miss_base+72(FP)
+	Set R5
+	I64Const $0; Set R6
+	I64Const $0; Set R7
+
+	Block
+	Loop
+	Get R2; Get R3; I64GeU; BrIf $1
+	Get R2; I32WrapI64; I64Load32U $0; Set R8
+	Block
+	// out of known, or 0: a miss
+	Get R8; Get R1; I64LtU; I32Eqz; BrIf $0
+	Get R8; I64Const $3; I64Shl; Get R0; I64Add; I32WrapI64; I64Load $0; Set R9
+	Get R9; I64Eqz; BrIf $0
+	Get R6; I64Const $2; I64Shl; Get R4; I64Add; I32WrapI64; Get R9; I64Store32 $0
+	Get R2; I64Const $4; I64Add; Set R2
+	Get R6; I64Const $1; I64Add; Set R6
+	Br $1
+	End
+	Get R7; I64Const $2; I64Shl; Get R5; I64Add; I32WrapI64; Get R6; I64Store32 $0
+	Get R7; I64Const $1; I64Add; Set R7
+	Get R2; I64Const $4; I64Add; Set R2
+	Get R6; I64Const $1; I64Add; Set R6
+	Br $0
+	End
+	End
+
+	Get SP
+	Get R7
+	I64Store ret+96(FP)
+	RET

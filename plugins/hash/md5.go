@@ -11,10 +11,10 @@ var le = binary.LittleEndian
 // MD5 (RFC 1321) for the wasm guest, where Go's code takes every loop iteration and every call
 // through a function's dispatch table: crypto/md5's Sum (its Write calls, the padding written
 // through Write, the block loop) was about half of a cold ring's guest (RATIONALE.md). The
-// compression function, md5Blocks, is written in WebAssembly for the guest (md5block_wasm.s,
-// which md5block_gen.go writes) and in Go elsewhere (md5block.go). Natively Hash keeps
-// crypto/md5's assembly; TestMD5Prefix and FuzzMD5Prefix hold the ways to one answer, natively
-// and in the guest (TestGuestMD5).
+// compression function, md5Blocks, and md5Sums, the keys of a prefix with their digits written,
+// are written in WebAssembly for the guest (md5block_wasm.s, which md5block_gen.go writes) and in
+// Go elsewhere (md5block.go). Natively Hash keeps crypto/md5's assembly; TestMD5Prefix and
+// FuzzMD5Prefix hold the ways to one answer, natively and in the guest (TestGuestMD5).
 
 //go:generate go run md5block_gen.go
 
