@@ -496,16 +496,19 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 	hs := slices.Grow(r.hs[:0], len(ids))[:len(ids)]
 	r.hs = hs
 	if run == nil || run.known == 0 { // no hash known: every queue is hashed
-		var sign int32 // negative when an id is
+		var sign int32   // negative when an id is
+		top := int32(-1) // the largest id the memo keeps
 		for _, id := range ids {
 			sign |= id
+			if id > top && id < maxMemoQueueID {
+				top = id
+			}
 		}
 		r.queuePrefix(topic, broker)
 		r.queueHashes(hs, unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(ids))), len(ids)), sign < 0)
 		if run != nil {
-			for k, id := range ids {
-				run.put(id, hs[k])
-			}
+			run.reserve(top) // every id the memo keeps is then an index of its table
+			run.known += memoPut(run.hashes, ids, hs)
 		}
 	} else {
 		miss := slices.Grow(r.miss[:0], len(ids))[:len(ids)] // the places of the queues to hash

@@ -1124,3 +1124,39 @@ func TestMemoHashes(t *testing.T) {
 		}
 	}
 }
+
+// memoPut (in the guest, lookups_wasm.s) keeps each hash, 0 included, under its id when the id is
+// an index of the table, skips the others (past the end, negative), and counts the entries that
+// were unknown; a later hash of a repeated id wins.
+func TestMemoPut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, size := range []int{0, 1, 5, 64, 300} {
+		known := make([]uint64, size)
+		for i := range known {
+			if rng.IntN(2) == 0 {
+				known[i] = 1<<32 | uint64(rng.Uint32())
+			}
+		}
+		want := slices.Clone(known)
+		ids := []int32{-1, math.MinInt32, math.MaxInt32, int32(size), int32(size) - 1, 0}
+		for range 500 {
+			ids = append(ids, int32(rng.IntN(size+3))-1)
+		}
+		hs := make([]uint32, len(ids))
+		for k := range hs {
+			hs[k] = []uint32{0, rng.Uint32()}[rng.IntN(2)]
+		}
+		added := 0
+		for k, id := range ids {
+			if id >= 0 && int(id) < size {
+				if want[id] == 0 {
+					added++
+				}
+				want[id] = 1<<32 | uint64(hs[k])
+			}
+		}
+		if got := memoPut(known, ids, hs); got != added || !slices.Equal(known, want) {
+			t.Fatalf("size %d: %d added (want %d), table equal: %v", size, got, added, slices.Equal(known, want))
+		}
+	}
+}

@@ -24,3 +24,19 @@ func memoHashes(known []uint64, ids []int32, hs []uint32, miss []int32) int {
 	}
 	return n
 }
+
+// memoPut sets known[ids[k]] to 1<<32 | hs[k] for each k with ids[k] an index of known, and
+// returns how many of those entries were 0 before: the Go that lookups_wasm.s is in the wasm
+// guest.
+func memoPut(known []uint64, ids []int32, hs []uint32) int {
+	added := 0
+	for k, id := range ids {
+		if uint32(id) < uint32(len(known)) {
+			if known[id] == 0 {
+				added++
+			}
+			known[id] = 1<<32 | uint64(hs[k])
+		}
+	}
+	return added
+}

@@ -13,3 +13,10 @@ func ringLookups(r *Ring, hs []uint32, out []int32)
 //
 //go:noescape
 func memoHashes(known []uint64, ids []int32, hs []uint32, miss []int32) int
+
+// memoPut sets known[ids[k]] to 1<<32 | hs[k] for each k with ids[k] an index of known, and
+// returns how many of those entries were 0 before: in the wasm guest it is written in
+// WebAssembly (lookups_wasm.s).
+//
+//go:noescape
+func memoPut(known []uint64, ids []int32, hs []uint32) int

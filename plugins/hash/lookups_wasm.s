@@ -111,3 +111,46 @@ TEXT ·memoHashes(SB), NOSPLIT, $0-104
 	Get R7
 	I64Store ret+96(FP)
 	RET
+
+// func memoPut(known []uint64, ids []int32, hs []uint32) int
+//
+// For each k with ids[k] an index of known, known[ids[k]] = 1<<32 | hs[k] (len(hs) >=
+// len(ids)). Returns how many of those entries were 0 before.
+//
+// Registers: R0 and R1 known's base and length, R2 and R3 the next and the end of ids, R4 the
+// next of hs, R5 the count, R6 the id, R7 its entry's address.
+TEXT ·memoPut(SB), NOSPLIT, $0-80
+	I64Load known_base+0(FP)
+	Set R0
+	I64Load known_len+8(FP)
+	Set R1
+	I64Load ids_base+24(FP)
+	Set R2
+	Get R2; I64Load ids_len+32(FP); I64Const $2; I64Shl; I64Add; Set R3
+	I64Load hs_base+48(FP)
+	Set R4
+	I64Const $0; Set R5
+
+	Block
+	Loop
+	Get R2; Get R3; I64GeU; BrIf $1
+	Get R2; I32WrapI64; I64Load32U $0; Set R6
+	Block
+	Get R6; Get R1; I64LtU; I32Eqz; BrIf $0
+	Get R6; I64Const $3; I64Shl; Get R0; I64Add; Set R7
+	// the count of entries that were 0
+	Get R5; Get R7; I32WrapI64; I64Load $0; I64Eqz; I64ExtendI32U; I64Add; Set R5
+	Get R7; I32WrapI64
+	Get R4; I32WrapI64; I64Load32U $0; I64Const $0x100000000; I64Or
+	I64Store $0
+	End
+	Get R2; I64Const $4; I64Add; Set R2
+	Get R4; I64Const $4; I64Add; Set R4
+	Br $0
+	End
+	End
+
+	Get SP
+	Get R5
+	I64Store ret+72(FP)
+	RET
