@@ -1,6 +1,15 @@
 #include "go_asm.h"
 #include "textflag.h"
 
+// MEMO_ARGS loads memoHashes' and memoPut's first arguments, known, ids and hs: R0 and R1
+// known's base and length, R2 and R3 the start and the end of ids, R4 the start of hs.
+#define MEMO_ARGS \
+	I64Load known_base+0(FP); Set R0; \
+	I64Load known_len+8(FP); Set R1; \
+	I64Load ids_base+24(FP); Set R2; \
+	Get R2; I64Load ids_len+32(FP); I64Const $2; I64Shl; I64Add; Set R3; \
+	I64Load hs_base+48(FP); Set R4
+
 // func ringLookups(r *Ring, hs []uint32, out []int32)
 //
 // out[j] = r.lookup(hs[j]) for each j (len(out) >= len(hs), r's ring not empty), as hash.go's
@@ -71,15 +80,7 @@ TEXT ·ringLookups(SB), NOSPLIT, $0-56
 // Registers: R0 and R1 known's base and length, R2 and R3 the next and the end of ids, R4 hs,
 // R5 miss, R6 k, R7 the count, R8 the id, R9 its entry.
 TEXT ·memoHashes(SB), NOSPLIT, $0-104
-	I64Load known_base+0(FP)
-	Set R0
-	I64Load known_len+8(FP)
-	Set R1
-	I64Load ids_base+24(FP)
-	Set R2
-	Get R2; I64Load ids_len+32(FP); I64Const $2; I64Shl; I64Add; Set R3
-	I64Load hs_base+48(FP)
-	Set R4
+	MEMO_ARGS
 	I64Load miss_base+72(FP)
 	Set R5
 	I64Const $0; Set R6
@@ -120,15 +121,7 @@ TEXT ·memoHashes(SB), NOSPLIT, $0-104
 // Registers: R0 and R1 known's base and length, R2 and R3 the next and the end of ids, R4 the
 // next of hs, R5 the count, R6 the id, R7 its entry's address.
 TEXT ·memoPut(SB), NOSPLIT, $0-80
-	I64Load known_base+0(FP)
-	Set R0
-	I64Load known_len+8(FP)
-	Set R1
-	I64Load ids_base+24(FP)
-	Set R2
-	Get R2; I64Load ids_len+32(FP); I64Const $2; I64Shl; I64Add; Set R3
-	I64Load hs_base+48(FP)
-	Set R4
+	MEMO_ARGS
 	I64Const $0; Set R5
 
 	Block
