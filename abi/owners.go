@@ -207,15 +207,52 @@ func resolveOwners(r *Request, resp *Response, first []int32) error {
 	if len(resp.Owners) != nq {
 		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
 	}
+	flat, counts, bad := groupOwners(resp.Owners, nc)
+	if bad >= 0 {
+		return errorf("queue %d (%s): owner index %d out of range [0,%d)", bad, r.Queues[bad], resp.Owners[bad], nc)
+	}
+	if err := checkRepeats(r, resp.Owners, first); err != nil {
+		return err
+	}
+	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]
+	for i := range nc {
+		f := int32(i)
+		if first != nil {
+			f = first[i]
+		}
+		resp.Results[i] = Result{Indices: flat[counts[f]:counts[f+1]:counts[f+1]]}
+	}
+	return nil
+}
+
+// OwnerLists groups an owner-form answer (one entry per queue: a consumer index in [0, nc), or
+// NoOwner) by owner without building Results: consumer index o's queues, in mqAll order, are
+// flat[bounds[o]:bounds[o+1]]. A caller that wants each consumer's list in a shape of its own
+// (the embedding API's Assignment) builds it from these instead of from a Response's Results,
+// sparing their allocation. An entry out of range is an error naming its queue's index; repeated
+// consumer ids are not looked at (CheckOwners does).
+func OwnerLists(owners []int32, nc int) (flat, bounds []int, err error) {
+	flat, bounds, bad := groupOwners(owners, nc)
+	if bad >= 0 {
+		return nil, nil, errorf("queue %d: owner index %d out of range [0,%d)", bad, owners[bad], nc)
+	}
+	return flat, bounds, nil
+}
+
+// groupOwners lists the queues of every owner index o in [0, nc), in queue order, at
+// flat[counts[o]:counts[o+1]]. bad is the first queue whose owner is neither NoOwner nor in
+// range, or -1.
+func groupOwners(owners []int32, nc int) (flat, counts []int, bad int) {
+	nq := len(owners)
 	// counts[o] is where owner o's queues start in flat, counts[o+1] where they end.
-	counts := make([]int, nc+1)
+	counts = make([]int, nc+1)
 	// Owners that never decrease, none missing, as AVG gives, make every consumer's list a run
 	// of consecutive queues: queue q is at position q, and the runs' bounds are all there is to
 	// find. Within a run an owner equals the one before, checked where the run began, so an
 	// entry costs one comparison; counting each queue's owner instead adds to one counter
 	// again and again, each load waiting for the store before it.
 	runs, prev := nc > 0, int32(0)
-	for q, o := range resp.Owners {
+	for q, o := range owners {
 		if o != prev {
 			if o < prev || o >= int32(nc) { // NoOwner, a descent, or out of range
 				runs = false
@@ -227,52 +264,37 @@ func resolveOwners(r *Request, resp *Response, first []int32) error {
 			prev = o
 		}
 	}
-	var flat []int
 	if runs {
 		for c := int(prev) + 1; c <= nc; c++ {
 			counts[c] = nq
-		}
-		if err := checkRepeats(r, resp.Owners, first); err != nil {
-			return err
 		}
 		flat = make([]int, nq)
 		for q := range flat {
 			flat[q] = q
 		}
-	} else {
-		clear(counts)
-		after := counts[1:] // after[o] counts owner o's queues
-		for q, o := range resp.Owners {
-			if uint32(o) < uint32(len(after)) {
-				after[o]++
-			} else if o != NoOwner {
-				return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
-			}
-		}
-		if err := checkRepeats(r, resp.Owners, first); err != nil {
-			return err
-		}
-		for o := range nc {
-			counts[o+1] += counts[o]
-		}
-		flat = make([]int, counts[nc])
-		next := slices.Clone(counts[:nc])
-		for q, o := range resp.Owners {
-			if o >= 0 {
-				flat[next[o]] = q
-				next[o]++
-			}
+		return flat, counts, -1
+	}
+	clear(counts)
+	after := counts[1:] // after[o] counts owner o's queues
+	for q, o := range owners {
+		if uint32(o) < uint32(len(after)) {
+			after[o]++
+		} else if o != NoOwner {
+			return nil, nil, q
 		}
 	}
-	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]
-	for i := range nc {
-		f := int32(i)
-		if first != nil {
-			f = first[i]
-		}
-		resp.Results[i] = Result{Indices: flat[counts[f]:counts[f+1]:counts[f+1]]}
+	for o := range nc {
+		counts[o+1] += counts[o]
 	}
-	return nil
+	flat = make([]int, counts[nc])
+	next := slices.Clone(counts[:nc])
+	for q, o := range owners {
+		if o >= 0 {
+			flat[next[o]] = q
+			next[o]++
+		}
+	}
+	return flat, counts, -1
 }
 
 // firstIndices returns, for every consumer, the first index of its id.

@@ -196,9 +196,9 @@ func FuzzValidateOwners(f *testing.F) {
 	})
 }
 
-// TestResolveOwnersShapes holds ResolveOwners to the definition (consumer k's list: the queues
-// whose owner is k, ascending) on owners in blocks (AVG's shape, which resolves without the
-// scatter pass), blocks with a queue nobody takes, round-robin and descending owners.
+// TestResolveOwnersShapes holds ResolveOwners and OwnerLists to the definition (consumer k's
+// list: the queues whose owner is k, ascending) on owners in blocks (AVG's shape, which resolves
+// without the scatter pass), blocks with a queue nobody takes, round-robin and descending owners.
 func TestResolveOwnersShapes(t *testing.T) {
 	const nq, nc = 50, 7
 	consumers := make([]string, nc)
@@ -222,6 +222,10 @@ func TestResolveOwnersShapes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		flat, bounds, err := abi.OwnerLists(owners, nc)
+		if err != nil || len(bounds) != nc+1 {
+			t.Fatalf("%s: OwnerLists: %d bounds, %v", name, len(bounds), err)
+		}
 		for k, r := range resp.Results {
 			var want []int
 			for q, o := range owners {
@@ -231,6 +235,9 @@ func TestResolveOwnersShapes(t *testing.T) {
 			}
 			if !slices.Equal(r.Indices, want) && (len(r.Indices) != 0 || len(want) != 0) {
 				t.Errorf("%s: consumer %d gets %v, want %v", name, k, r.Indices, want)
+			}
+			if list := flat[bounds[k]:bounds[k+1]]; !slices.Equal(list, want) && (len(list) != 0 || len(want) != 0) {
+				t.Errorf("%s: OwnerLists gives consumer %d %v, want %v", name, k, list, want)
 			}
 		}
 	}
@@ -264,7 +271,8 @@ func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 }
 
 // The same agreement on longer answers, with one bad entry anywhere among valid ones (the
-// range check takes four entries at a time) and the edge values of int32.
+// range check takes four entries at a time) and the edge values of int32; OwnerLists refuses
+// the same entry.
 func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 	req := ownersRequest(11, "a", "b", "c")
 	// Owners in no order, and non-decreasing ones (resolved by their runs' bounds).
@@ -278,6 +286,9 @@ func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 				if cerr == nil || rerr == nil || !strings.Contains(cerr.Error(), fmt.Sprintf("queue %d ", at)) ||
 					!strings.Contains(rerr.Error(), fmt.Sprintf("queue %d ", at)) {
 					t.Errorf("owner %d at %d of %v: CheckOwners %v, ResolveOwners %v", bad, at, valid, cerr, rerr)
+				}
+				if _, _, lerr := abi.OwnerLists(owners, 3); lerr == nil || !strings.Contains(lerr.Error(), fmt.Sprintf("queue %d:", at)) {
+					t.Errorf("owner %d at %d of %v: OwnerLists %v", bad, at, valid, lerr)
 				}
 			}
 		}

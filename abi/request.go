@@ -445,12 +445,9 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 	if before > maxLinearStrings || !e.sorted && !slices.IsSorted(list) {
 		return e.appendStrings(dst, list)
 	}
-	// The count and the ids are written in place, and the ids kept, into storage grown once.
+	// The ids are kept, into storage grown once, and written after the count in one copy.
 	n := len(list)
-	at := len(dst) + 4
-	dst = slices.Grow(dst, 4+4*n)[:at+4*n]
-	le.PutUint32(dst[at-4:], uint32(n))
-	ids := dst[at:]
+	dst = le.AppendUint32(dst, uint32(n))
 	e.pendingIDs = slices.Grow(e.pendingIDs[:0], n)[:n]
 	e.offsets = slices.Grow(e.offsets, n)
 	// lengths has bit l set when a string before the consumers is l bytes long (l < 64): an id of
@@ -474,11 +471,10 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 				e.offsets = append(e.offsets, uint32(len(e.blob)))
 			}
 		}
-		le.PutUint32(ids[4*i:], id)
 		e.pendingIDs[i] = id
 	}
 	e.pending, e.pendingLookups = list, 0
-	return dst
+	return appendWords(dst, e.pendingIDs)
 }
 
 // maxLinearStrings bounds the strings appendConsumers compares each consumer id with.

@@ -1,6 +1,8 @@
 package strategy
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -77,5 +79,68 @@ func TestRequestSeesAMapFilledInPlace(t *testing.T) {
 	again, _, _ := fresh.request(g)
 	if &again.Queues[0] != &first.Queues[0] || !sameMemory(g.Queues, fresh.queues.Load().given) {
 		t.Fatal("the same queues did not reuse the list sent")
+	}
+}
+
+// fromOwners gives each consumer, named by the caller's index, the list the host's list form
+// gives it (abi.ResolveOwners), its queues named by the caller's indices: on canonical requests
+// with repeated consumer ids (their later occurrences share the first's list), queues that no
+// consumer owns, and the caller's lists in another order (qperm, cperm) or already canonical.
+func TestFromOwnersIsTheListForm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 500 {
+		nq, nc := rng.IntN(40), 1+rng.IntN(10)
+		req := &abi.Request{Group: "g"}
+		for q := range nq {
+			req.Queues = append(req.Queues, abi.Queue{Topic: "T", BrokerName: "b", QueueID: int32(q)})
+		}
+		for range nc {
+			req.Consumers = append(req.Consumers, fmt.Sprintf("c%d", rng.IntN(6)))
+		}
+		slices.Sort(req.Consumers)
+		owners := make([]int32, nq)
+		for q := range owners {
+			i := rng.IntN(nc + 1)
+			if i == nc {
+				owners[q] = abi.NoOwner
+				continue
+			}
+			for i > 0 && req.Consumers[i-1] == req.Consumers[i] {
+				i-- // the first of its id: the host refuses any other
+			}
+			owners[q] = int32(i)
+		}
+		want, err := abi.ResolveOwners(req, owners)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		var qperm, cperm []int
+		if trial%2 == 1 {
+			qperm, cperm = rng.Perm(nq), rng.Perm(nc)
+		}
+		a := &Assignment{Owned: make([][]int, nc)}
+		if err := a.fromOwners(req, owners, qperm, cperm); err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		for i, r := range want.Results {
+			c, list := i, r.Indices
+			if cperm != nil {
+				c = cperm[i]
+			}
+			if qperm != nil {
+				list = nil
+				for _, q := range r.Indices {
+					list = append(list, qperm[q])
+				}
+			}
+			if !slices.Equal(a.Owned[c], list) {
+				t.Fatalf("trial %d: consumer %d (%s) owns %v, want %v (owners %v)", trial, c, req.Consumers[i], a.Owned[c], list, owners)
+			}
+		}
+	}
+	// An owner out of range is an error, not a panic.
+	a := &Assignment{Owned: make([][]int, 1)}
+	if err := a.fromOwners(&abi.Request{Consumers: []string{"a"}, Queues: make([]abi.Queue, 2)}, []int32{0, 1}, nil, nil); err == nil {
+		t.Fatal("owner 1 of one consumer accepted")
 	}
 }

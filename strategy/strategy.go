@@ -286,14 +286,67 @@ func (s *Strategy) Close() error {
 // overruns its deadline or answers something invalid costs an error; nothing is kept from it.
 func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	req, qperm, cperm := s.request(g)
-	resp, v, err := s.reg.Allocate(ctx, s.name, req)
+	p, release, err := s.reg.Acquire(s.name)
 	if err != nil {
 		return nil, fmt.Errorf("strategy %s: %w", s.name, err)
 	}
-	a := &Assignment{Owned: make([][]int, len(g.Consumers)), Version: v}
-	for i, res := range resp.Results {
+	defer release()
+	a := &Assignment{Owned: make([][]int, len(g.Consumers)), Version: Version{Hash: p.Hash(), Version: p.Info().Version}}
+	var useErr error
+	// An owner-form answer (ABI 1.1) is read where the instance holds it, into the lists of
+	// Owned: neither its copy nor the Response's Results are made (BENCHMARKS.md, "The
+	// embedding API on the owner form").
+	err = p.AllocateOwnersFunc(ctx, req, func(resp *abi.Response) error {
+		if resp.Owners != nil {
+			useErr = a.fromOwners(req, resp.Owners, qperm, cperm)
+		} else {
+			useErr = a.fromResults(req, resp.Results, qperm, cperm)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("strategy %s: %w", s.name, err)
+	}
+	if useErr != nil {
+		return nil, fmt.Errorf("strategy %s: %w", s.name, useErr)
+	}
+	return a, nil
+}
+
+// fromOwners fills a.Owned from an owner-form answer to req (checked by the host: every owner is
+// NoOwner or the first index of its consumer id). Consumers given twice share their list.
+func (a *Assignment) fromOwners(req *abi.Request, owners []int32, qperm, cperm []int) error {
+	flat, bounds, err := abi.OwnerLists(owners, len(req.Consumers))
+	if err != nil {
+		return err
+	}
+	if qperm != nil {
+		for k, q := range flat {
+			flat[k] = qperm[q]
+		}
+	}
+	// first is the first index of consumer i's id (req.Consumers is sorted). An index that owns
+	// queues is one: the host refuses any other as an owner. Only an index without queues is
+	// compared with the id before it.
+	first := 0
+	for i := range req.Consumers {
+		if i > 0 && (bounds[i] != bounds[i+1] || req.Consumers[i] != req.Consumers[i-1]) {
+			first = i
+		}
+		c := i
+		if cperm != nil {
+			c = cperm[i]
+		}
+		a.Owned[c] = flat[bounds[first]:bounds[first+1]:bounds[first+1]]
+	}
+	return nil
+}
+
+// fromResults fills a.Owned from a list-form answer to req, one result per consumer.
+func (a *Assignment) fromResults(req *abi.Request, results []abi.Result, qperm, cperm []int) error {
+	for i, res := range results {
 		if res.Failed {
-			return nil, fmt.Errorf("strategy %s: plugin failed for consumer %q: %s", s.name, req.Consumers[i], res.Err)
+			return fmt.Errorf("plugin failed for consumer %q: %s", req.Consumers[i], res.Err)
 		}
 		owned := res.Indices
 		if qperm != nil {
@@ -308,7 +361,7 @@ func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 		}
 		a.Owned[c] = owned
 	}
-	return a, nil
+	return nil
 }
 
 // AssignRequest is Assign for a caller that builds the plugin's request itself, already in

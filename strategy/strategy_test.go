@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,4 +410,90 @@ func TestAssignRequest(t *testing.T) {
 	if &req.Queues[0] != &reversed[0] {
 		t.Fatal("the refused request's queues were replaced")
 	}
+}
+
+// Assign reads an owner-form answer into the group's own indices itself; a list-form answer
+// (config, which answers one consumer at a time) goes through the Response's lists. Either way
+// each consumer, named by the caller's indices, owns what the host's checked list-form answer
+// to the canonical request gives it, in the same order: on shuffled groups with repeated
+// consumer ids (which the SDK answers in the list form), queues of several topics and brokers,
+// and a group asked about twice (the second time on the kept queue list).
+func TestAssignAgreesWithTheCanonicalAnswer(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"averagely", "circle", "hash", "config"} {
+		path := filepath.Join(dir, name+".wasm")
+		install(t, path, plugin(t, name))
+		s, _ := open(t, strategy.Config{File: path})
+		rng := rand.New(rand.NewPCG(17, uint64(len(name))))
+		for trial := range 40 {
+			g := randomGroup(rng)
+			for round := range 2 {
+				got, err := s.Assign(context.Background(), g)
+				if err != nil {
+					t.Fatalf("%s trial %d: %v", name, trial, err)
+				}
+				if err := sameAsCanonical(s, g, got); err != nil {
+					t.Fatalf("%s trial %d round %d (%d queues, %d consumers): %v", name, trial, round, len(g.Queues), len(g.Consumers), err)
+				}
+			}
+		}
+	}
+}
+
+// randomGroup is a group of 1 to 60 distinct queues and 1 to 12 consumers, some ids given
+// twice, both lists shuffled.
+func randomGroup(rng *rand.Rand) *strategy.Group {
+	g := &strategy.Group{Name: "g"}
+	for _, topic := range []string{"T1", "T0", "T2"}[:1+rng.IntN(3)] {
+		for b := range 1 + rng.IntN(3) {
+			for id := range 1 + rng.IntN(20) {
+				g.Queues = append(g.Queues, strategy.Queue{Topic: topic, BrokerName: fmt.Sprintf("broker-%d", b), QueueID: int32(id)})
+			}
+		}
+	}
+	for range 1 + rng.IntN(12) {
+		g.Consumers = append(g.Consumers, strategy.Consumer{ID: fmt.Sprintf("10.0.0.%d@1", rng.IntN(10))})
+	}
+	rng.Shuffle(len(g.Queues), func(i, j int) { g.Queues[i], g.Queues[j] = g.Queues[j], g.Queues[i] })
+	rng.Shuffle(len(g.Consumers), func(i, j int) { g.Consumers[i], g.Consumers[j] = g.Consumers[j], g.Consumers[i] })
+	return g
+}
+
+// sameAsCanonical compares a's lists with AssignRequest's on g sorted into canonical order,
+// queue by queue.
+func sameAsCanonical(s *strategy.Strategy, g *strategy.Group, a *strategy.Assignment) error {
+	req := &abi.Request{Group: g.Name}
+	for _, q := range g.Queues {
+		req.Queues = append(req.Queues, abi.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+	}
+	for _, c := range g.Consumers {
+		req.Consumers = append(req.Consumers, c.ID)
+	}
+	abi.Canonicalize(req)
+	resp, _, err := s.AssignRequest(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	if len(a.Owned) != len(g.Consumers) {
+		return fmt.Errorf("%d lists for %d consumers", len(a.Owned), len(g.Consumers))
+	}
+	for c, owned := range a.Owned {
+		i, _ := slices.BinarySearch(req.Consumers, g.Consumers[c].ID) // the first of its id
+		var got, want []abi.Queue
+		for _, k := range owned {
+			q := g.Queues[k]
+			got = append(got, abi.Queue{Topic: q.Topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+		}
+		for _, j := range resp.Results[i].Indices {
+			want = append(want, req.Queues[j])
+		}
+		if !slices.Equal(got, want) {
+			k := 0
+			for k < min(len(got), len(want)) && got[k] == want[k] {
+				k++
+			}
+			return fmt.Errorf("consumer %d (%s) owns %d queues, the canonical answer %d; they differ from position %d", c, g.Consumers[c].ID, len(got), len(want), k)
+		}
+	}
+	return nil
 }

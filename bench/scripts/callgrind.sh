@@ -9,7 +9,8 @@
 # (default: all). With KEEP=dir the counted runs' callgrind files stay in dir, named by row and
 # iterations, for callgrind_annotate's counts by function.
 #
-# Rows: the peers, the native and the wasm plugins of BenchmarkPeers, the RocketMQ adapter's
+# Rows: the peers, the native and the wasm plugins of BenchmarkPeers (and for averagely and circle
+# the embedding API's strategy.Assign, embed-assign), the RocketMQ adapter's
 # rebalance against the client's AVG (BenchmarkRocketMQRebalance64), the Kafka adapter's plan
 # against franz-go's (BenchmarkKafkaPlan64x1024), and the root module's
 # BenchmarkHostSide (the host's share of a whole-group call: order check, encoding, decoding and
@@ -55,7 +56,7 @@ row() { # binary, benchmark, N
 	echo "$2 $(((b - a) / (2 * $3))) instructions/op"
 }
 for s in averagely circle; do
-	for k in rocketmq-go native wasm wasm-owners wasm-rebalance wasm-cold; do
+	for k in rocketmq-go native wasm wasm-owners wasm-rebalance wasm-cold embed-assign; do
 		row bench.test "BenchmarkPeers/$s/$k" "$N"
 	done
 done
