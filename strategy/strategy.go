@@ -286,29 +286,23 @@ func (s *Strategy) Close() error {
 // overruns its deadline or answers something invalid costs an error; nothing is kept from it.
 func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	req, qperm, cperm := s.request(g)
-	p, release, err := s.reg.Acquire(s.name)
-	if err != nil {
-		return nil, fmt.Errorf("strategy %s: %w", s.name, err)
-	}
-	defer release()
-	a := &Assignment{Owned: make([][]int, len(g.Consumers)), Version: Version{Hash: p.Hash(), Version: p.Info().Version}}
-	var useErr error
+	a := &Assignment{Owned: make([][]int, len(g.Consumers))}
 	// An owner-form answer (ABI 1.1) is read where the instance holds it, into the lists of
 	// Owned: neither its copy nor the Response's Results are made (BENCHMARKS.md, "The
 	// embedding API on the owner form").
-	err = p.AllocateOwnersFunc(ctx, req, func(resp *abi.Response) error {
+	err := s.AssignOwnersFunc(ctx, req, func(resp *abi.Response, v Version) error {
+		a.Version = v
 		if resp.Owners != nil {
-			useErr = a.fromOwners(req, resp.Owners, qperm, cperm)
-		} else {
-			useErr = a.fromResults(req, resp.Results, qperm, cperm)
+			if err := a.fromOwners(req, resp.Owners, qperm, cperm); err != nil {
+				return fmt.Errorf("strategy %s: %w", s.name, err)
+			}
+			return nil
 		}
+		a.fromResults(resp.Results, qperm, cperm) // failed results were refused by checkAnswer
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("strategy %s: %w", s.name, err)
-	}
-	if useErr != nil {
-		return nil, fmt.Errorf("strategy %s: %w", s.name, useErr)
+		return nil, err
 	}
 	return a, nil
 }
@@ -342,12 +336,9 @@ func (a *Assignment) fromOwners(req *abi.Request, owners []int32, qperm, cperm [
 	return nil
 }
 
-// fromResults fills a.Owned from a list-form answer to req, one result per consumer.
-func (a *Assignment) fromResults(req *abi.Request, results []abi.Result, qperm, cperm []int) error {
+// fromResults fills a.Owned from a list-form answer, one result per consumer, none failed.
+func (a *Assignment) fromResults(results []abi.Result, qperm, cperm []int) {
 	for i, res := range results {
-		if res.Failed {
-			return fmt.Errorf("plugin failed for consumer %q: %s", req.Consumers[i], res.Err)
-		}
 		owned := res.Indices
 		if qperm != nil {
 			owned = make([]int, len(res.Indices))
@@ -361,7 +352,6 @@ func (a *Assignment) fromResults(req *abi.Request, results []abi.Result, qperm, 
 		}
 		a.Owned[c] = owned
 	}
-	return nil
 }
 
 // AssignRequest is Assign for a caller that builds the plugin's request itself, already in
