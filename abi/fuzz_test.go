@@ -76,6 +76,9 @@ func checkView(t *testing.T, v *abi.View) {
 	if sorted := slices.Sorted(slices.Values(r.Consumers)); len(slices.Compact(sorted)) == len(r.Consumers) && !v.DistinctConsumers() {
 		t.Fatalf("DistinctConsumers false for the distinct %q", r.Consumers)
 	}
+	if all := v.Consumers([]string{"x"}); all[0] != "x" || !slices.Equal(all[1:], r.Consumers) {
+		t.Fatalf("Consumers = %q, decoded %q", all, r.Consumers)
+	}
 	for i := range v.NumConsumers() {
 		if v.Consumer(i) != r.Consumers[i] {
 			t.Fatalf("Consumer(%d) = %q, decoded %q", i, v.Consumer(i), r.Consumers[i])

@@ -413,6 +413,29 @@ func (v *View) NumConsumers() int { return len(v.consumers) / 4 }
 // Consumer returns cidAll[i].
 func (v *View) Consumer(i int) string { return v.str(le.Uint32(v.consumers[4*i:])) }
 
+// Consumers appends every id of cidAll, in order, to dst and returns the extended slice: Consumer
+// for each index in one call. A strategy that reads every id calls it once rather than Consumer
+// once an id, each call of which costs a Go wasm guest several hundred instructions
+// (BENCHMARKS.md). The strings live as long as Consumer's.
+func (v *View) Consumers(dst []string) []string {
+	if v.store != nil {
+		v.detach()
+	}
+	dst = slices.Grow(dst, len(v.consumers)/4)
+	// strBytes inlined by hand (the compiler does not): a call is most of an id's cost in a guest.
+	offs, blob := v.offs, v.blob
+	for c := v.consumers; len(c) >= 4; c = c[4:] {
+		id := le.Uint32(c)
+		start, end := le.Uint32(offs[4*id:]), le.Uint32(offs[4*id+4:])
+		s := ""
+		if end > start { // Parse checked that offsets never decrease
+			s = unsafe.String(&blob[start], end-start)
+		}
+		dst = append(dst, s)
+	}
+	return dst
+}
+
 // WholeGroup reports whether the request asks for every consumer of cidAll (no targets section).
 func (v *View) WholeGroup() bool { return !v.hasTarget }
 

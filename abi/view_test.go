@@ -390,3 +390,34 @@ func TestParseRefusesBadStringOffsets(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Consumers reads every id as Consumer does, appended after what dst holds, and detaches the
+// string table once (DetachStrings): a later Consumer detaches nothing again, and the ids it gave
+// survive the request's bytes being overwritten.
+func TestViewConsumers(t *testing.T) {
+	ids := []string{"c1", "", "a-much-longer-consumer-id@10.0.0.1", "c1"}
+	b, err := abi.EncodeRequest(nil, &abi.Request{Group: "g", Queues: queues("T", "b", 2), Consumers: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := abi.ParseRequest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stores := 0
+	v.DetachStrings(func(table []byte) []byte { stores++; return slices.Clone(table) })
+	got := v.Consumers([]string{"kept"})
+	if want := append([]string{"kept"}, ids...); !slices.Equal(got, want) {
+		t.Fatalf("Consumers = %q, want %q", got, want)
+	}
+	if v.Consumer(2) != ids[2] || stores != 1 {
+		t.Fatalf("Consumer(2) = %q after Consumers, %d stores (want 1)", v.Consumer(2), stores)
+	}
+	clear(b)
+	if !slices.Equal(got[1:], ids) {
+		t.Fatalf("after the request's bytes were overwritten: %q", got[1:])
+	}
+	if got := mustParse(t, &abi.Request{Group: "g"}).Consumers(nil); len(got) != 0 {
+		t.Fatalf("no consumers read as %q", got)
+	}
+}

@@ -117,32 +117,57 @@ func NewRingMemo(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, 
 	return buildRing(c, consumer, vnodes, m)
 }
 
-func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, error) {
-	if vnodes < 0 {
-		return nil, illegalVnodes(vnodes)
+// NewRingMemoIDs is NewRingMemo for ids already in a slice, consumer i being ids[i]: a caller
+// that holds them (abi.View.Consumers reads them in one call) spares a call of consumer for each.
+// m keeps ids: neither the slice nor its strings may change afterwards.
+func NewRingMemoIDs(ids []string, vnodes int, m *Memo) (*Ring, error) {
+	if err := checkRingSize(len(ids), vnodes); err != nil {
+		return nil, err
 	}
-	if c < 0 {
-		c = 0
+	return ringOf(ids, vnodes, m), nil
+}
+
+func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, error) {
+	c = max(c, 0)
+	if err := checkRingSize(c, vnodes); err != nil {
+		return nil, err
+	}
+	var ids []string
+	if vnodes > 0 {
+		ids = make([]string, c)
+		for i := range ids {
+			ids[i] = consumer(i)
+		}
+	}
+	return ringOf(ids, vnodes, m), nil
+}
+
+// checkRingSize refuses a negative vnodes (Java's message) and a ring too large to index.
+func checkRingSize(c, vnodes int) error {
+	if vnodes < 0 {
+		return illegalVnodes(vnodes)
 	}
 	if c > math.MaxInt32 || vnodes > math.MaxInt32 || int64(c)*int64(vnodes) > maxEntries {
-		return nil, errors.New("hash: ring of " + strconv.Itoa(c) + " consumers x " + strconv.Itoa(vnodes) +
+		return errors.New("hash: ring of " + strconv.Itoa(c) + " consumers x " + strconv.Itoa(vnodes) +
 			" virtual nodes is too large")
 	}
-	r := &Ring{scratch: make([]byte, 0, 96), memo: m}
+	return nil
+}
+
+// ringOf builds the ring of ids (vnodes >= 0, the size checked), or takes m's last one when it
+// was built from the same ids.
+func ringOf(ids []string, vnodes int, m *Memo) *Ring {
 	if m != nil {
 		m.begin(vnodes)
+		if last := m.sameRing(ids); last != nil { // a kept ring has entries, and vnodes is its own
+			return last
+		}
 	}
-	if c == 0 || vnodes == 0 {
-		return r, nil
-	}
-	ids := make([]string, c)
-	for i := range ids {
-		ids[i] = consumer(i)
+	r := &Ring{scratch: make([]byte, 0, 96), memo: m}
+	if len(ids) == 0 || vnodes == 0 {
+		return r
 	}
 	if m != nil {
-		if last := m.sameRing(ids); last != nil {
-			return last, nil
-		}
 		defer m.keepRing(r, ids)
 	}
 	if distinct, sorted := distinctIDs(ids); distinct {
@@ -151,7 +176,7 @@ func buildRing(c int, consumer func(int) string, vnodes int, m *Memo) (*Ring, er
 		r.buildRepeated(ids, vnodes)
 	}
 	r.index()
-	return r, nil
+	return r
 }
 
 // distinctIDs reports whether no id repeats, and whether the ids ascend. Ascending input (the
@@ -481,9 +506,11 @@ func (r *Ring) AssignOwnerRuns(owners []int32, run func(i int, ids []int32) (top
 	}
 }
 
-// assignRun sets owners[k] to the owner of queue (topic, broker, ids[k]). The run's hashes are
-// taken from the memo or computed together (queueHashes), then looked up together
-// (ringLookups): in a wasm guest each is one call for the run, with no Go between queues.
+// assignRun sets owners[k] to the owner of queue (topic, broker, ids[k]). A run the memo knows
+// nothing of is hashed together (queueHashes), then looked up together (ringLookups); one it
+// knows has the hashes it holds looked up as they are read (memoLookups), and the rest hashed
+// and looked up after. In a wasm guest each of these is one call for the run, with no Go between
+// queues.
 func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 	ids = ids[:len(owners)]
 	var run *queueRun // the memo's hashes of this broker's queues, by queue id
@@ -493,9 +520,9 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 			run.reserve(ids[len(ids)-1]) // the largest id when they are sorted, as a run's are
 		}
 	}
-	hs := slices.Grow(r.hs[:0], len(ids))[:len(ids)]
-	r.hs = hs
 	if run == nil || run.known == 0 { // no hash known: every queue is hashed
+		hs := slices.Grow(r.hs[:0], len(ids))[:len(ids)]
+		r.hs = hs
 		var sign int32   // negative when an id is
 		top := int32(-1) // the largest id the memo keeps
 		for _, id := range ids {
@@ -510,28 +537,31 @@ func (r *Ring) assignRun(owners []int32, topic, broker string, ids []int32) {
 			run.reserve(top) // every id the memo keeps is then an index of its table
 			run.known += memoPut(run.hashes, ids, hs)
 		}
-	} else {
-		miss := slices.Grow(r.miss[:0], len(ids))[:len(ids)] // the places of the queues to hash
-		miss = miss[:memoHashes(run.hashes, ids, hs, miss)]
-		r.miss = miss
-		if len(miss) > 0 {
-			vs := r.vs[:0]
-			var sign int32
-			for _, k := range miss {
-				vs = append(vs, uint32(ids[k]))
-				sign |= ids[k]
-			}
-			r.queuePrefix(topic, broker)
-			mh := slices.Grow(r.mh[:0], len(vs))[:len(vs)]
-			r.vs, r.mh = vs, mh
-			r.queueHashes(mh, vs, sign < 0)
-			for j, k := range miss {
-				hs[k] = mh[j]
-				run.put(ids[k], mh[j])
-			}
-		}
+		ringLookups(r, hs, owners)
+		return
 	}
-	ringLookups(r, hs, owners)
+	// The queues the memo knows are looked up as their hashes are read (memoLookups); the others
+	// are hashed, kept and looked up after.
+	miss := slices.Grow(r.miss[:0], len(ids))[:len(ids)] // the places of the queues to hash
+	miss = miss[:memoLookups(r, run.hashes, ids, owners, miss)]
+	r.miss = miss
+	if len(miss) == 0 {
+		return
+	}
+	vs := r.vs[:0]
+	var sign int32
+	for _, k := range miss {
+		vs = append(vs, uint32(ids[k]))
+		sign |= ids[k]
+	}
+	r.queuePrefix(topic, broker)
+	mh := slices.Grow(r.mh[:0], len(vs))[:len(vs)]
+	r.vs, r.mh = vs, mh
+	r.queueHashes(mh, vs, sign < 0)
+	for j, k := range miss {
+		run.put(ids[k], mh[j])
+		owners[k] = int32(r.lookup(mh[j]))
+	}
 }
 
 // queueHashes sets hs[j] to the hash of the key of queue id vs[j] (an int32 id as uint32) of the
@@ -586,13 +616,8 @@ type Memo struct {
 
 // sameRing returns the last ring when it was built from the same ids, else nil.
 func (m *Memo) sameRing(ids []string) *Ring {
-	if m.ring == nil || len(ids) != len(m.ringIDs) {
+	if m.ring == nil || !sameStrings(ids, m.ringIDs) {
 		return nil
-	}
-	for i, id := range ids {
-		if id != m.ringIDs[i] {
-			return nil
-		}
 	}
 	return m.ring
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/allocd/allocd/plugins/rocketmq"
@@ -778,7 +779,17 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		memo, err := NewRingMemo(len(r.cids), consumer, r.vnodes, &m)
+		var memo *Ring
+		if step%3 == 1 {
+			// The ids in a slice, each at an address of its own: the memo compares their bytes.
+			ids := make([]string, len(r.cids))
+			for i, id := range r.cids {
+				ids[i] = strings.Clone(id)
+			}
+			memo, err = NewRingMemoIDs(ids, r.vnodes, &m)
+		} else {
+			memo, err = NewRingMemo(len(r.cids), consumer, r.vnodes, &m)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1082,49 +1093,6 @@ func TestRingLookups(t *testing.T) {
 	}
 }
 
-// memoHashes (in the guest, lookups_wasm.s) takes a known hash for each id that has one, a hash
-// of 0 included (1<<32 | 0), and lists the places of the others in order: unknown entries, ids
-// past the table's end and negative ids.
-func TestMemoHashes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	for _, size := range []int{0, 1, 5, 64, 300} {
-		known := make([]uint64, size)
-		for i := range known {
-			switch rng.IntN(3) {
-			case 0: // unknown
-			case 1:
-				known[i] = 1 << 32 // a known hash of 0
-			default:
-				known[i] = 1<<32 | uint64(rng.Uint32())
-			}
-		}
-		ids := []int32{-1, math.MinInt32, math.MaxInt32, int32(size), int32(size) - 1, 0}
-		for range 500 {
-			ids = append(ids, int32(rng.IntN(size+3))-1)
-		}
-		hs := make([]uint32, len(ids))
-		miss := make([]int32, len(ids)+1)
-		miss[len(ids)] = -7
-		n := memoHashes(known, ids, hs, miss)
-		if miss[len(ids)] != -7 {
-			t.Fatalf("size %d: wrote past the misses' buffer", size)
-		}
-		var want []int32
-		for k, id := range ids {
-			if id >= 0 && int(id) < size && known[id] != 0 {
-				if hs[k] != uint32(known[id]) {
-					t.Fatalf("size %d: id %d: hash %#x, known %#x", size, id, hs[k], known[id])
-				}
-				continue
-			}
-			want = append(want, int32(k))
-		}
-		if !slices.Equal(miss[:n], want) {
-			t.Fatalf("size %d: misses %v, want %v", size, miss[:n], want)
-		}
-	}
-}
-
 // memoPut (in the guest, lookups_wasm.s) keeps each hash, 0 included, under its id when the id is
 // an index of the table, skips the others (past the end, negative), and counts the entries that
 // were unknown; a later hash of a repeated id wins.
@@ -1157,6 +1125,126 @@ func TestMemoPut(t *testing.T) {
 		}
 		if got := memoPut(known, ids, hs); got != added || !slices.Equal(known, want) {
 			t.Fatalf("size %d: %d added (want %d), table equal: %v", size, got, added, slices.Equal(known, want))
+		}
+	}
+}
+
+// sameStrings (in the guest, lookups_wasm.s) is slices.Equal: copies at other addresses compare
+// equal at every length, and one byte changed anywhere (in a word, in the last eight bytes read
+// again, in a string of under eight) or one length changed makes a difference, in any pair.
+func TestSameStrings(t *testing.T) {
+	var base []string
+	for n := range 41 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + (n+i)%26)
+		}
+		base = append(base, string(b))
+	}
+	copies := func() []string {
+		out := make([]string, len(base))
+		for i, s := range base {
+			out[i] = strings.Clone(s) // another address, the same bytes
+		}
+		return out
+	}
+	if !sameStrings(base, copies()) || !sameStrings(base, base) || !sameStrings(nil, []string{}) {
+		t.Fatal("equal lists compared unequal")
+	}
+	if sameStrings(base, base[:len(base)-1]) || sameStrings(nil, []string{""}) {
+		t.Fatal("lists of different lengths compared equal")
+	}
+	for k, s := range base {
+		for p := range len(s) {
+			other := copies()
+			b := []byte(s)
+			b[p] ^= 0x20
+			other[k] = string(b)
+			if sameStrings(base, other) || sameStrings(other, base) {
+				t.Fatalf("string %d (%d bytes): byte %d changed, compared equal", k, len(s), p)
+			}
+		}
+		other := copies()
+		other[k] = s + "x"
+		if sameStrings(base, other) {
+			t.Fatalf("string %d (%d bytes): a byte longer, compared equal", k, len(s))
+		}
+	}
+}
+
+// NewRingMemoIDs refuses what NewRing refuses, with the same message, and gives an empty ring for
+// no ids or no virtual nodes.
+func TestNewRingMemoIDsChecksAsNewRing(t *testing.T) {
+	var m Memo
+	_, want := NewRing(2, func(int) string { return "a" }, -5)
+	if _, err := NewRingMemoIDs([]string{"a", "b"}, -5, &m); err == nil || err.Error() != want.Error() {
+		t.Fatalf("vnodes -5: err %v, want %v", err, want)
+	}
+	if _, err := NewRingMemoIDs(make([]string, 1<<20), 1<<12, &m); err == nil {
+		t.Fatal("a ring of 2^32 entries was not refused")
+	}
+	for _, ids := range [][]string{nil, {"a", "b"}} {
+		r, err := NewRingMemoIDs(ids, 0, &m)
+		if err != nil || r.Len() != 0 || r.Owner("T", "b", 0) != -1 {
+			t.Fatalf("%d ids, no virtual nodes: %v, %d entries", len(ids), err, r.Len())
+		}
+	}
+}
+
+// memoLookups (in the guest, lookups_wasm.s) gives each id whose hash the memo holds (a hash of 0
+// included) its owner on the ring, as lookup does, and lists every other place in order (unknown
+// entries, ids past the table's end, negative ids), leaving its out as it was.
+func TestMemoLookups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, shape := range []struct{ c, vnodes, size int }{{1, 1, 0}, {2, 3, 1}, {3, 10, 5}, {64, 10, 300}, {7, 1000, 64}} {
+		r, err := NewRing(shape.c, func(i int) string { return fmt.Sprintf("10.0.0.%d@%d", i, 4000+i) }, shape.vnodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// past the table's end, an entry that is not 0: an id there must still be a miss
+		known := make([]uint64, shape.size+1)
+		known[shape.size] = 1<<32 | 5
+		known = known[:shape.size]
+		for i := range known {
+			switch rng.IntN(4) {
+			case 0: // unknown
+			case 1:
+				known[i] = 1 << 32 // a known hash of 0
+			case 2:
+				known[i] = 1<<32 | uint64(r.hashes[rng.IntN(len(r.hashes))]+uint32(rng.IntN(3))-1) // at an entry
+			default:
+				known[i] = 1<<32 | uint64(rng.Uint32())
+			}
+		}
+		ids := []int32{-1, math.MinInt32, math.MaxInt32, int32(shape.size), int32(shape.size) - 1, 0}
+		for range 500 {
+			ids = append(ids, int32(rng.IntN(shape.size+3))-1)
+		}
+		out := make([]int32, len(ids)+1)
+		for k := range out {
+			out[k] = -7
+		}
+		miss := make([]int32, len(ids)+1)
+		miss[len(ids)] = -7
+		n := memoLookups(r, known, ids, out, miss)
+		if out[len(ids)] != -7 || miss[len(ids)] != -7 {
+			t.Fatalf("%+v: wrote past its buffers", shape)
+		}
+		var want []int32
+		for k, id := range ids {
+			if id >= 0 && int(id) < shape.size && known[id] != 0 {
+				if w := int32(r.lookup(uint32(known[id]))); out[k] != w {
+					t.Fatalf("%+v: id %d (hash %#x): owner %d, lookup %d", shape, id, uint32(known[id]), out[k], w)
+				}
+				continue
+			}
+			if out[k] != -7 {
+				t.Fatalf("%+v: id %d, unknown, had its owner written (%d)", shape, id, out[k])
+			}
+			want = append(want, int32(k))
+		}
+		if !slices.Equal(miss[:n], want) {
+			t.Fatalf("%+v: misses %v, want %v", shape, miss[:n], want)
 		}
 	}
 }

@@ -37,7 +37,8 @@ func wholeGroup(v *abi.View, owners []int32) (bool, error) {
 	if !rocketmq.WholeGroupChecksEmpty(n, c, v.HasEmptyConsumer()) {
 		return false, nil
 	}
-	ring, err := hash.NewRingMemo(c, v.Consumer, vnodes, &memo)
+	// The memo keeps the ids: a slice of their own each call, read in one call of the View.
+	ring, err := hash.NewRingMemoIDs(v.Consumers(make([]string, 0, c)), vnodes, &memo)
 	if err != nil {
 		return false, nil
 	}
