@@ -342,7 +342,7 @@ func (v *View) checkString(id uint32, what string) error {
 // Go wasm guest a call for every string it reads.
 func (v *View) strBytes(id uint32) []byte {
 	se := le.Uint64(v.offs[4*id:]) // its start and its end, the next string's start
-	return v.blob[uint32(se):se>>32]
+	return v.blob[uint32(se) : se>>32]
 }
 
 func (v *View) str(id uint32) string {

@@ -42,6 +42,18 @@ func TestSameMemory(t *testing.T) {
 	if !sameMemory(same, given) {
 		t.Fatal("the queues the copy was taken of are not the same")
 	}
+	ids := []Consumer{{ID: "a"}, {ID: "b"}}
+	for name, change := range map[string]func(cs []Consumer){
+		"id":      func(cs []Consumer) { cs[1].ID = "c" },
+		"labels":  func(cs []Consumer) { cs[0].Labels = map[string]string{} },
+		"metrics": func(cs []Consumer) { cs[1].Metrics = map[string]int64{} },
+	} {
+		changed := slices.Clone(ids)
+		change(changed)
+		if !sameMemory(ids, slices.Clone(ids)) || sameMemory(changed, ids) {
+			t.Errorf("consumers, %s changed: still the same memory", name)
+		}
+	}
 	for name, change := range map[string]func(qs []Queue) []Queue{
 		"none":       func(qs []Queue) []Queue { return qs[:0] },
 		"shorter":    func(qs []Queue) []Queue { return qs[:1] },
@@ -79,6 +91,29 @@ func TestRequestSeesAMapFilledInPlace(t *testing.T) {
 	again, _, _ := fresh.request(g)
 	if &again.Queues[0] != &first.Queues[0] || !sameMemory(g.Queues, fresh.queues.Load().given) {
 		t.Fatal("the same queues did not reuse the list sent")
+	}
+}
+
+// The same consumers again get the id list and permutation sent last, found by their memory;
+// consumers with maps, even empty ones, are never kept (a map filled in place would not show).
+func TestRequestReusesConsumers(t *testing.T) {
+	var s Strategy
+	g := &Group{Name: "g", Queues: []Queue{{Topic: "T", BrokerName: "a"}},
+		Consumers: []Consumer{{ID: "c2"}, {ID: "c0"}, {ID: "c1"}}}
+	first, _, perm := s.request(g)
+	again, _, perm2 := s.request(g)
+	if &again.Consumers[0] != &first.Consumers[0] || &perm2[0] != &perm[0] || !slices.Equal(perm, []int{1, 2, 0}) {
+		t.Fatalf("the same consumers: lists %p and %p, permutations %v and %v", first.Consumers, again.Consumers, perm, perm2)
+	}
+	g.Consumers[1].ID = "c3"
+	if moved, _, perm3 := s.request(g); !slices.Equal(moved.Consumers, []string{"c1", "c2", "c3"}) || !slices.Equal(perm3, []int{2, 0, 1}) {
+		t.Fatalf("an id replaced in place: %v, %v", moved.Consumers, perm3)
+	}
+	g.Consumers[0].Metrics = map[string]int64{}
+	withMap, _, _ := s.request(g)
+	g.Consumers[0].Metrics["weight"] = 2
+	if filled, _, _ := s.request(g); &filled.Consumers[0] == &withMap.Consumers[0] || filled.ConsumerAttrs == nil {
+		t.Fatalf("a map filled in place: the list sent before reused (attributes %v)", filled.ConsumerAttrs)
 	}
 }
 

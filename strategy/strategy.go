@@ -125,6 +125,9 @@ type Strategy struct {
 	// attributes or previous owners: never modified, so a group with the same queues reuses
 	// it, frozen (abi.Request.QueuesFrozen), instead of a copy and a sort check a call.
 	queues atomic.Pointer[lastQueues]
+	// ids is the same for the consumers: the canonical id list of the last group asked about
+	// whose consumers had no attributes, reused by a group with the same consumers.
+	ids atomic.Pointer[lastConsumers]
 }
 
 // ErrNoVersion is returned (wrapped) when a strategy has no version that may serve.
@@ -437,17 +440,18 @@ func sameSlice[T any](a, b []T) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// request is request(g) for this strategy. Building it was two thirds of a whole-group call of
-// 1,024 queues (a copy of 40 KiB and an order check a call); a group whose queues equal the
-// last one's, in the same order, reuses that list (BENCHMARKS.md, "The embedding API's
-// whole-group call").
+// request builds the plugin's request for g in canonical order, with the permutations back to
+// the caller's order (nil where the caller's order is canonical already). Building it was two
+// thirds of a whole-group call of 1,024 queues (a copy of 40 KiB and an order check a call); a
+// group whose queues equal the last one's, in the same order, reuses that list (BENCHMARKS.md,
+// "The embedding API's whole-group call"), and one whose consumers do, theirs.
 func (s *Strategy) request(g *Group) (req *abi.Request, qperm, cperm []int) {
 	if last := s.queues.Load(); last != nil && (sameMemory(g.Queues, last.given) || sameQueues(g.Queues, last.sent)) {
 		req = &abi.Request{Group: g.Name, Config: g.Config, Queues: last.sent, QueuesFrozen: true}
-		cperm = consumers(g, req)
-		return req, nil, cperm
+		return req, nil, s.consumers(g, req)
 	}
-	req, qperm, cperm = request(g)
+	req, qperm = queueRequest(g)
+	cperm = s.consumers(g, req)
 	if qperm == nil && req.QueueAttrs == nil && req.PrevOwners == nil {
 		// req.Queues, not &req.Queues: the host may replace the request's slice.
 		last := &lastQueues{sent: req.Queues}
@@ -458,6 +462,42 @@ func (s *Strategy) request(g *Group) (req *abi.Request, qperm, cperm []int) {
 		req.QueuesFrozen = true
 	}
 	return req, qperm, cperm
+}
+
+// consumers is consumers(g, req) for this strategy: a group whose consumers are, byte for byte,
+// those of the last one without attributes gets that group's id list and permutation again
+// (never modified), sparing the copy of the ids, their order check and their allocation, a
+// seventh of the embedding API's whole-group call of 64 consumers (BENCHMARKS.md, "2026-12-07
+// (fifth round)").
+func (s *Strategy) consumers(g *Group, req *abi.Request) (cperm []int) {
+	if last := s.ids.Load(); last != nil && sameMemory(g.Consumers, last.given) {
+		req.Consumers = last.sent
+		return last.perm
+	}
+	cperm = consumers(g, req)
+	if req.ConsumerAttrs == nil && noConsumerMaps(g.Consumers) {
+		s.ids.Store(&lastConsumers{sent: req.Consumers, perm: cperm, given: slices.Clone(g.Consumers)})
+	}
+	return cperm
+}
+
+// lastConsumers is the last consumer list a Strategy sent without attributes: the ids sent and
+// the permutation back to the caller's order (neither ever modified), and a copy of the
+// caller's consumers they were built from.
+type lastConsumers struct {
+	sent  []string
+	perm  []int
+	given []Consumer
+}
+
+// noConsumerMaps reports whether no consumer has a Labels or Metrics map, even an empty one.
+func noConsumerMaps(cs []Consumer) bool {
+	for i := range cs {
+		if cs[i].Labels != nil || cs[i].Metrics != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // lastQueues is the last queue list a Strategy sent that had no attributes or previous owners:
@@ -477,16 +517,17 @@ func noMaps(qs []Queue) bool {
 	return true
 }
 
-// sameMemory reports whether qs are, byte for byte, the copy of the caller's queues that the
-// last list was built from: then each name is the same string (a string's bytes never change),
-// and Labels and Metrics are nil, as they were. One comparison of memory replaces the field by
-// field one for a caller that keeps its queues from call to call; a caller whose names are new
-// strings each time fails it at the first queue and is compared field by field.
-func sameMemory(qs, given []Queue) bool {
+// sameMemory reports whether qs are, byte for byte, the copy of the caller's queues (or
+// consumers) that the last list was built from: then each name is the same string (a string's
+// bytes never change), and Labels and Metrics are nil, as they were. One comparison of memory
+// replaces the field by field one for a caller that keeps its queues from call to call; a caller
+// whose names are new strings each time fails it at the first queue and is compared field by
+// field (consumers are then copied and sorted anew).
+func sameMemory[T Queue | Consumer](qs, given []T) bool {
 	if len(qs) != len(given) || len(qs) == 0 {
 		return false
 	}
-	size := len(qs) * int(unsafe.Sizeof(Queue{}))
+	size := len(qs) * int(unsafe.Sizeof(qs[0]))
 	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&given[0])), size))
 }
 
@@ -506,9 +547,10 @@ func sameQueues(qs []Queue, last []abi.Queue) bool {
 	return true
 }
 
-// request builds the plugin's request in canonical order, with the permutations back to the
-// caller's order (nil where the caller's order is canonical already).
-func request(g *Group) (req *abi.Request, qperm, cperm []int) {
+// queueRequest builds the plugin's request with g's queues in canonical order (its consumers
+// are the caller's to set), and the permutation back to the caller's order (nil where the
+// caller's order is canonical already).
+func queueRequest(g *Group) (req *abi.Request, qperm []int) {
 	req = &abi.Request{Group: g.Name, Config: g.Config}
 	n := len(g.Queues)
 	sorted := slices.IsSortedFunc(g.Queues, compareQueues)
@@ -542,8 +584,7 @@ func request(g *Group) (req *abi.Request, qperm, cperm []int) {
 			req.PrevOwners[i] = at(i).PrevOwner
 		}
 	}
-	cperm = consumers(g, req)
-	return req, qperm, cperm
+	return req, qperm
 }
 
 // consumers sets req's consumers (and their attributes) from g's, in canonical order, and

@@ -244,16 +244,62 @@ func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
 	}
 }
 
+// A group asked about again with the same consumers reuses the last id list (and, for consumers
+// out of order, the permutation back to the caller's order); consumers changed in place, in the
+// same slice (an id replaced, two swapped, labels set), are asked about as they are now.
+func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hash.wasm")
+	install(t, path, plugin(t, "hash"))
+	s, _ := open(t, strategy.Config{File: path})
+	ctx := context.Background()
+	alone := func(g *strategy.Group) [][]int {
+		t.Helper()
+		fresh, _ := open(t, strategy.Config{File: path})
+		c := &strategy.Group{Name: g.Name, Queues: slices.Clone(g.Queues), Consumers: slices.Clone(g.Consumers)}
+		a, err := fresh.Assign(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Owned
+	}
+	g := group(64, 6)
+	slices.Reverse(g.Consumers) // out of canonical order: a permutation comes with the list
+	for step, change := range []func(){
+		func() {},
+		func() { g.Consumers[2].ID = "c99" },
+		func() { g.Consumers[0], g.Consumers[5] = g.Consumers[5], g.Consumers[0] },
+		func() { slices.SortFunc(g.Consumers, byID) }, // in canonical order: no permutation
+		func() { g.Consumers[1].ID = g.Consumers[0].ID }, // a repeated id shares its list
+		func() { g.Consumers[4].Labels = map[string]string{"zone": "a"} },
+		func() { g.Consumers[4].Labels["zone"] = "b" },
+		func() { g.Consumers = g.Consumers[:3] },
+	} {
+		change()
+		for again := range 2 {
+			got, err := s.Assign(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := alone(g); !equal(got.Owned, want) {
+				t.Fatalf("step %d, call %d: %v, want %v", step, again, got.Owned, want)
+			}
+		}
+	}
+}
+
+func byID(a, b strategy.Consumer) int { return strings.Compare(a.ID, b.ID) }
+
 // Calls in parallel on groups of different queues each get their own group's answer.
 func TestAssignInParallelOnOtherQueues(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hash.wasm")
 	install(t, path, plugin(t, "hash"))
 	s, _ := open(t, strategy.Config{File: path})
 	ctx := context.Background()
-	groups := []*strategy.Group{group(64, 4), group(64, 4), group(48, 4)}
+	groups := []*strategy.Group{group(64, 4), group(64, 4), group(48, 4), group(64, 5), group(64, 4)}
 	for i := range groups[1].Queues {
 		groups[1].Queues[i].BrokerName = "broker-b"
 	}
+	groups[4].Consumers[0].ID = "c09" // the same queues as group 0, other consumers
 	want := make([][][]int, len(groups))
 	for i, g := range groups {
 		fresh, _ := open(t, strategy.Config{File: path})
@@ -263,7 +309,7 @@ func TestAssignInParallelOnOtherQueues(t *testing.T) {
 		}
 		want[i] = a.Owned
 	}
-	if equal(want[0], want[1]) {
+	if equal(want[0], want[1]) || equal(want[0], want[4]) || equal(want[0], want[3]) {
 		t.Fatal("the test's groups give the same answer")
 	}
 	var wg sync.WaitGroup
