@@ -200,20 +200,11 @@ func checkRepeats(r *Request, owners, first []int32) error {
 // Results: one per consumer, its queues in mqAll order, all of them slices of one array. first
 // is the first index of every consumer's id (firstOwners; nil when no id repeats).
 func resolveOwners(r *Request, resp *Response, first []int32) error {
-	if r.Targets != nil {
-		return errorf("owner-form answer to a request with targets")
-	}
-	nq, nc := len(r.Queues), len(r.Consumers)
-	if len(resp.Owners) != nq {
-		return errorf("owner-form answer names owners of %d queues, the request has %d", len(resp.Owners), nq)
-	}
-	flat, counts, bad := groupOwners(resp.Owners, nc)
-	if bad >= 0 {
-		return errorf("queue %d (%s): owner index %d out of range [0,%d)", bad, r.Queues[bad], resp.Owners[bad], nc)
-	}
-	if err := checkRepeats(r, resp.Owners, first); err != nil {
+	flat, counts, err := checkedOwnerLists(r, resp.Owners, first)
+	if err != nil {
 		return err
 	}
+	nc := len(r.Consumers)
 	resp.Results = slices.Grow(resp.Results[:0], nc)[:nc]
 	for i := range nc {
 		f := int32(i)
@@ -223,6 +214,27 @@ func resolveOwners(r *Request, resp *Response, first []int32) error {
 		resp.Results[i] = Result{Indices: flat[counts[f]:counts[f+1]:counts[f+1]]}
 	}
 	return nil
+}
+
+// checkedOwnerLists checks an owner-form answer to r as checkOwners does and groups it by owner as
+// OwnerLists does, in one pass over the owners: the range check is the grouping's own. first is
+// the first index of every consumer's id (firstOwners; nil when no id repeats).
+func checkedOwnerLists(r *Request, owners, first []int32) (flat, bounds []int, err error) {
+	if r.Targets != nil {
+		return nil, nil, errorf("owner-form answer to a request with targets")
+	}
+	nq, nc := len(r.Queues), len(r.Consumers)
+	if len(owners) != nq {
+		return nil, nil, errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
+	}
+	flat, bounds, bad := groupOwners(owners, nc)
+	if bad >= 0 {
+		return nil, nil, errorf("queue %d (%s): owner index %d out of range [0,%d)", bad, r.Queues[bad], owners[bad], nc)
+	}
+	if err := checkRepeats(r, owners, first); err != nil {
+		return nil, nil, err
+	}
+	return flat, bounds, nil
 }
 
 // OwnerLists groups an owner-form answer (one entry per queue: a consumer index in [0, nc), or

@@ -159,6 +159,20 @@ func FuzzValidateOwners(f *testing.F) {
 		if got, want := enc.CheckOwners(other, owners), abi.CheckOwners(other, owners); (got == nil) != (want == nil) {
 			t.Fatalf("Encoder.CheckOwners of a request it did not encode: %v, CheckOwners: %v", got, want)
 		}
+		// So does its CheckedOwnerLists, for both requests; what it accepts for the one it
+		// encoded is OwnerLists' grouping.
+		flat, bounds, listErr := enc.CheckedOwnerLists(req, owners)
+		if (listErr == nil) != (want == nil) {
+			t.Fatalf("Encoder.CheckedOwnerLists: %v, CheckOwners: %v", listErr, want)
+		}
+		if _, _, err := enc.CheckedOwnerLists(other, owners); (err == nil) != (abi.CheckOwners(other, owners) == nil) {
+			t.Fatalf("Encoder.CheckedOwnerLists of a request it did not encode: %v", err)
+		}
+		if listErr == nil {
+			if wf, wb, err := abi.OwnerLists(owners, len(consumers)); err != nil || !slices.Equal(flat, wf) || !slices.Equal(bounds, wb) {
+				t.Fatalf("Encoder.CheckedOwnerLists: %v %v, OwnerLists: %v %v (%v)", flat, bounds, wf, wb, err)
+			}
+		}
 		// So does its Validate, which resolves the same lists.
 		viaEnc := abi.Response{Owners: owners}
 		encErr := enc.Validate(req, &viaEnc)
@@ -243,8 +257,9 @@ func TestResolveOwnersShapes(t *testing.T) {
 	}
 }
 
-// CheckOwners accepts and refuses exactly what ResolveOwners does: owners out of range, an owner
-// that repeats an earlier id, the wrong count, and a request with targets.
+// CheckOwners and an Encoder's CheckedOwnerLists accept and refuse exactly what ResolveOwners
+// does: owners out of range, an owner that repeats an earlier id, the wrong count, and a request
+// with targets.
 func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 	targeted := ownersRequest(2, "a", "b")
 	targeted.Targets = []string{"a"}
@@ -264,8 +279,10 @@ func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 	} {
 		_, rerr := abi.ResolveOwners(c.req, c.owners)
 		cerr := abi.CheckOwners(c.req, c.owners)
-		if (cerr == nil) != c.ok || (rerr == nil) != c.ok {
-			t.Errorf("case %d: CheckOwners %v, ResolveOwners %v, want ok=%v", i, cerr, rerr, c.ok)
+		var e abi.Encoder
+		_, _, lerr := e.CheckedOwnerLists(c.req, c.owners)
+		if (cerr == nil) != c.ok || (rerr == nil) != c.ok || (lerr == nil) != c.ok {
+			t.Errorf("case %d: CheckOwners %v, ResolveOwners %v, CheckedOwnerLists %v, want ok=%v", i, cerr, rerr, lerr, c.ok)
 		}
 	}
 }
@@ -289,6 +306,10 @@ func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 				}
 				if _, _, lerr := abi.OwnerLists(owners, 3); lerr == nil || !strings.Contains(lerr.Error(), fmt.Sprintf("queue %d:", at)) {
 					t.Errorf("owner %d at %d of %v: OwnerLists %v", bad, at, valid, lerr)
+				}
+				var e abi.Encoder
+				if _, _, lerr := e.CheckedOwnerLists(req, owners); lerr == nil || !strings.Contains(lerr.Error(), fmt.Sprintf("queue %d ", at)) {
+					t.Errorf("owner %d at %d of %v: CheckedOwnerLists %v", bad, at, valid, lerr)
 				}
 			}
 		}

@@ -113,6 +113,20 @@ func (e *Encoder) CheckOwners(r *Request, owners []int32) error {
 	return checkOwners(r, owners, nil)
 }
 
+// CheckedOwnerLists is CheckOwners and then OwnerLists in one pass over the owners, sparing, as
+// CheckOwners does, the pass over the consumer ids of the request EncodeCanonical encoded last:
+// an owner-form answer to r is checked as Validate checks it, and consumer index o's queues are
+// flat[bounds[o]:bounds[o+1]], in mqAll order (none for an index that repeats an earlier id). A
+// caller that builds every consumer's list itself (the embedding API's Assignment) spares the
+// check's own pass (RATIONALE.md).
+func (e *Encoder) CheckedOwnerLists(r *Request, owners []int32) (flat, bounds []int, err error) {
+	var first []int32
+	if !e.encodedDistinct(r) {
+		first = firstOwners(r.Consumers)
+	}
+	return checkedOwnerLists(r, owners, first)
+}
+
 // Validate is abi.Validate, sparing an owner-form answer to the request that EncodeCanonical
 // encoded last, unchanged since, the pass over its consumer ids that CheckOwners spares.
 func (e *Encoder) Validate(r *Request, resp *Response) error {

@@ -457,6 +457,68 @@ func TestAllocateOwnersFunc(t *testing.T) {
 	}
 }
 
+// TestAllocateOwnerListsFunc: the callback gets the owner-form answer AllocateOwners returns with
+// every consumer's queues grouped as Allocate's Results list them; a list-form answer (consumer
+// ids repeated, which the owner form cannot say) comes without lists; an owner out of range is
+// the plugin's invalid answer, named, and the callback never sees it.
+func TestAllocateOwnerListsFunc(t *testing.T) {
+	rt := newRuntime(t, host.Config{})
+	ctx := context.Background()
+	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	for _, consumers := range [][]string{{"a", "b", "c"}, {"a", "b", "b", "c"}} {
+		req := &abi.Request{Group: "g", Queues: queues("T", 2, 10), Consumers: consumers}
+		want, err := p.Allocate(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners, err := p.AllocateOwners(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		err = p.AllocateOwnerListsFunc(ctx, req, func(r *abi.Response, flat, bounds []int) error {
+			calls++
+			if (r.Owners == nil) != (owners.Owners == nil) || !slices.Equal(r.Owners, owners.Owners) {
+				return fmt.Errorf("owners %v, AllocateOwners gives %v", r.Owners, owners.Owners)
+			}
+			if r.Owners == nil {
+				if flat != nil || bounds != nil || !r.Equal(want) {
+					return fmt.Errorf("a list-form answer with lists %v %v, results %+v", flat, bounds, r.Results)
+				}
+				return nil
+			}
+			for i, res := range want.Results {
+				if got := flat[bounds[i]:bounds[i+1]]; !slices.Equal(got, res.Indices) {
+					return fmt.Errorf("consumer %d: %v, Allocate gives %v", i, got, res.Indices)
+				}
+			}
+			return nil
+		})
+		if err != nil || calls != 1 {
+			t.Fatalf("consumers %v: %v (%d calls)", consumers, err, calls)
+		}
+		if (owners.Owners == nil) != (len(consumers) == 4) {
+			t.Fatalf("consumers %v: owner form %v", consumers, owners.Owners != nil)
+		}
+	}
+	bad := load(t, rt, "badowners")
+	req := &abi.Request{Group: "g", Queues: queues("T", 1, 4), Consumers: []string{"c1", "c2"}}
+	err = bad.AllocateOwnerListsFunc(ctx, req, func(*abi.Response, []int, []int) error {
+		t.Fatal("the callback saw an invalid answer")
+		return nil
+	})
+	if !host.IsKind(err, host.KindInvalid) || !strings.Contains(err.Error(), "queue 3 (MessageQueue [topic=T, brokerName=broker-0, queueId=3]): owner index 2 out of range [0,2)") {
+		t.Fatalf("err = %v, want the plugin's invalid answer naming queue 3", err)
+	}
+	if st := bad.Stats(); st.Invalid != 1 {
+		t.Fatalf("stats %+v: want one invalid answer", st)
+	}
+}
+
 // TestEncoderKeptAcrossCollections: a plugin keeps the encoder of its last call, and with it
 // the cache of that call's queues, through garbage collections. A group of many queues whose
 // rebalances are a collection apart then does not encode and copy its queues at every call:

@@ -293,12 +293,11 @@ func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	// An owner-form answer (ABI 1.1) is read where the instance holds it, into the lists of
 	// Owned: neither its copy nor the Response's Results are made (BENCHMARKS.md, "The
 	// embedding API on the owner form").
-	err := s.AssignOwnersFunc(ctx, req, func(resp *abi.Response, v Version) error {
+	// Checked and grouped by owner in one pass (host.Plugin.AllocateOwnerListsFunc).
+	err := s.assign(ctx, req, func(resp *abi.Response, v Version, flat, bounds []int) error {
 		a.Version = v
 		if resp.Owners != nil {
-			if err := a.fromOwners(req, resp.Owners, qperm, cperm); err != nil {
-				return fmt.Errorf("strategy %s: %w", s.name, err)
-			}
+			a.fromOwners(req, flat, bounds, qperm, cperm)
 			return nil
 		}
 		a.fromResults(resp.Results, qperm, cperm) // failed results were refused by checkAnswer
@@ -310,13 +309,10 @@ func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	return a, nil
 }
 
-// fromOwners fills a.Owned from an owner-form answer to req (checked by the host: every owner is
-// NoOwner or the first index of its consumer id). Consumers given twice share their list.
-func (a *Assignment) fromOwners(req *abi.Request, owners []int32, qperm, cperm []int) error {
-	flat, bounds, err := abi.OwnerLists(owners, len(req.Consumers))
-	if err != nil {
-		return err
-	}
+// fromOwners fills a.Owned from an owner-form answer to req, checked and grouped by the host:
+// consumer index o's queues are flat[bounds[o]:bounds[o+1]], and every owner is the first index
+// of its consumer id. Consumers given twice share their list.
+func (a *Assignment) fromOwners(req *abi.Request, flat, bounds, qperm, cperm []int) {
 	if qperm != nil {
 		for k, q := range flat {
 			flat[k] = qperm[q]
@@ -336,7 +332,6 @@ func (a *Assignment) fromOwners(req *abi.Request, owners []int32, qperm, cperm [
 		}
 		a.Owned[c] = flat[bounds[first]:bounds[first+1]:bounds[first+1]]
 	}
-	return nil
 }
 
 // fromResults fills a.Owned from a list-form answer, one result per consumer, none failed.
@@ -400,6 +395,12 @@ func (s *Strategy) AssignOwners(ctx context.Context, req *abi.Request) (*abi.Res
 // are the instance's memory, valid only until use returns (host.Plugin.AllocateOwnersFunc). It
 // spares the copy and the allocation of one owner per queue. use's error is returned as it is.
 func (s *Strategy) AssignOwnersFunc(ctx context.Context, req *abi.Request, use func(*abi.Response, Version) error) error {
+	return s.assign(ctx, req, func(resp *abi.Response, v Version, _, _ []int) error { return use(resp, v) })
+}
+
+// assign is AssignOwnersFunc for a caller that wants an owner-form answer grouped by owner as
+// well (host.Plugin.AllocateOwnerListsFunc: flat and bounds, nil for a list-form answer).
+func (s *Strategy) assign(ctx context.Context, req *abi.Request, use func(resp *abi.Response, v Version, flat, bounds []int) error) error {
 	queues, consumers := req.Queues, req.Consumers
 	p, release, err := s.reg.Acquire(s.name)
 	if err != nil {
@@ -408,9 +409,9 @@ func (s *Strategy) AssignOwnersFunc(ctx context.Context, req *abi.Request, use f
 	defer release()
 	v := Version{Hash: p.Hash(), Version: p.Info().Version}
 	var useErr error
-	err = p.AllocateOwnersFunc(ctx, req, func(resp *abi.Response) error {
+	err = p.AllocateOwnerListsFunc(ctx, req, func(resp *abi.Response, flat, bounds []int) error {
 		if resp, v, useErr = checkAnswer(s.name, req, resp, queues, consumers, v); useErr == nil {
-			useErr = use(resp, v)
+			useErr = use(resp, v, flat, bounds)
 		}
 		return nil
 	})
