@@ -268,7 +268,7 @@ func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
 		func() {},
 		func() { g.Consumers[2].ID = "c99" },
 		func() { g.Consumers[0], g.Consumers[5] = g.Consumers[5], g.Consumers[0] },
-		func() { slices.SortFunc(g.Consumers, byID) }, // in canonical order: no permutation
+		func() { slices.SortFunc(g.Consumers, byID) },    // in canonical order: no permutation
 		func() { g.Consumers[1].ID = g.Consumers[0].ID }, // a repeated id shares its list
 		func() { g.Consumers[4].Labels = map[string]string{"zone": "a"} },
 		func() { g.Consumers[4].Labels["zone"] = "b" },
