@@ -455,6 +455,10 @@ func TestAllocateOwnersFunc(t *testing.T) {
 	if st := p.Stats(); st.Calls != 2 || st.Failures != 0 || st.Invalid != 0 {
 		t.Fatalf("stats %+v: want 2 calls and no failure", st)
 	}
+	// Without a callback the answer is only checked.
+	if err := p.AllocateOwnersFunc(ctx, req, nil); err != nil {
+		t.Fatalf("AllocateOwnersFunc without a callback: %v", err)
+	}
 }
 
 // TestAllocateOwnerListsFunc: the callback gets the owner-form answer AllocateOwners returns with

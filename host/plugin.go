@@ -145,7 +145,11 @@ func (p *Plugin) AllocateOwners(ctx context.Context, req *abi.Request) (*abi.Res
 // written. Nothing is allocated or copied for them, which is a whole-group call's largest
 // allocation on the host (RATIONALE.md). An error from use is returned as it is.
 func (p *Plugin) AllocateOwnersFunc(ctx context.Context, req *abi.Request, use func(*abi.Response) error) error {
-	_, err := p.allocate(ctx, req, answerOwners, func(r *abi.Response, _, _ []int) error { return use(r) })
+	var useLists func(*abi.Response, []int, []int) error
+	if use != nil {
+		useLists = func(r *abi.Response, _, _ []int) error { return use(r) }
+	}
+	_, err := p.allocate(ctx, req, answerOwners, useLists)
 	return err
 }
 
