@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -389,4 +390,102 @@ func stringCount(t *testing.T, b []byte) int {
 	}
 	t.Fatal("no STRINGS section")
 	return 0
+}
+
+// One Encoder writes every request exactly as a fresh one does while it reuses the last consumer
+// list's section (the same ids after the same string table): for the same list again, a list
+// changed in place, the same list after another group, other queues, a topic equal to an id or
+// the same table bytes split into other strings,
+// repeated ids, strings after the ids that equal one (config, targets, labels), and through
+// EncodeCanonical, whose order check the reuse spares, unsorted ids and CheckOwners' view of
+// repeated ones.
+func TestEncoderReusedConsumersAreFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	lists := [][]string{
+		{"c0", "c1", "c2", "c3"},
+		{"c0", "c1", "c1", "c3"},
+		{"T", "c1", "g"}, // ids equal to the topic and the group
+		{"c3", "c0", "c2"},
+		{"c0"},
+		{},
+	}
+	shared := slices.Clone(lists[0]) // one slice, changed in place between encodings
+	queueSets := [][]abi.Queue{queues("T", "b0", 3), append(queues("T", "b0", 2), queues("T", "b1", 2)...), queues("c1", "b0", 2)}
+	var e abi.Encoder
+	// The same table bytes split into other strings: "g" "Tx" "b0", then "gT" "x" "b0", where
+	// the id "x" is the topic's.
+	xs := []string{"x"}
+	for i, r := range []*abi.Request{
+		{Group: "g", Queues: queues("Tx", "b0", 1), Consumers: xs},
+		{Group: "gT", Queues: queues("x", "b0", 1), Consumers: xs},
+	} {
+		got, _ := e.Encode(nil, r)
+		if want, _ := abi.EncodeRequest(nil, r); !bytes.Equal(got, want) {
+			t.Fatalf("table split %d: the reused encoder wrote\n%x\nwant\n%x", i, got, want)
+		}
+	}
+	for step := range 3000 {
+		var cids []string
+		switch k := rng.IntN(len(lists) + 2); {
+		case k < len(lists):
+			cids = lists[k]
+		case k == len(lists):
+			if rng.IntN(3) == 0 {
+				shared[rng.IntN(len(shared))] = fmt.Sprintf("c%d", rng.IntN(5))
+			}
+			cids = shared
+		default:
+			cids = make([]string, len(lists[0])) // the same ids in other storage
+			for i, s := range lists[0] {
+				cids[i] = strings.Clone(s)
+			}
+		}
+		r := &abi.Request{Group: []string{"g", "h"}[rng.IntN(2)], Queues: queueSets[rng.IntN(len(queueSets))], Consumers: cids}
+		switch rng.IntN(4) {
+		case 1:
+			r.Config = map[string]string{"c1": "c2", "k": "T"}
+		case 2:
+			if len(cids) > 0 {
+				r.Targets = []string{cids[len(cids)-1]}
+			}
+		case 3:
+			r.ConsumerAttrs = make([]abi.Attrs, len(cids))
+			for i := range cids {
+				r.ConsumerAttrs[i].Labels = map[string]string{"zone": cids[0]}
+			}
+		}
+		canonical := rng.IntN(2) == 0
+		var got []byte
+		var err error
+		if canonical {
+			c := *r
+			got, err = e.EncodeCanonical(nil, &c)
+			abi.Canonicalize(r)
+		} else {
+			got, err = e.Encode(nil, r)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := abi.EncodeRequest(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("step %d (%v, canonical %v): the reused encoder wrote\n%x\nwant\n%x", step, r.Consumers, canonical, got, want)
+		}
+		if canonical && r.Targets == nil {
+			// An owner naming a later copy of a repeated id is refused, as abi.CheckOwners does.
+			owners := make([]int32, len(r.Queues))
+			for q := range owners {
+				owners[q] = int32(q % max(1, len(r.Consumers)))
+				if len(r.Consumers) == 0 {
+					owners[q] = abi.NoOwner
+				}
+			}
+			if (e.CheckOwners(r, owners) == nil) != (abi.CheckOwners(r, owners) == nil) {
+				t.Fatalf("step %d (%v): Encoder.CheckOwners %v, CheckOwners %v", step, r.Consumers, e.CheckOwners(r, owners), abi.CheckOwners(r, owners))
+			}
+		}
+	}
 }

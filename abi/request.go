@@ -69,6 +69,36 @@ type Encoder struct {
 	queues    queueCache
 	record    []string
 	recording bool
+	// consumers is the last CONSUMERS section written in order, for appendConsumers.
+	consumers consumerCache
+}
+
+// consumerCache is what appendConsumers wrote for the last consumer list it took in order: the
+// list's string headers (equal headers: equal strings, which are immutable), the string table
+// before it (offsets and bytes), the ids it gave the list, and what it added to the table. A
+// request with the same list after the same table gets all of it copied instead of written id by
+// id, and EncodeCanonical takes its order from it (known: the order EncodeCanonical found).
+type consumerCache struct {
+	ids                 []string
+	offsetsBefore       []uint32
+	blobBefore          []byte
+	pendingIDs          []uint32
+	offsetsAdded        []uint32
+	blobAdded           []byte
+	known, distinct, ok bool
+}
+
+// same reports whether list is the cached one, string header by string header.
+func (c *consumerCache) same(list []string) bool {
+	return c.ok && len(list) == len(c.ids) && bytes.Equal(stringHeaders(list), stringHeaders(c.ids))
+}
+
+// stringHeaders is list's string headers as raw memory.
+func stringHeaders(list []string) []byte {
+	if len(list) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&list[0])), len(list)*int(unsafe.Sizeof("")))
 }
 
 type queueCache struct {
@@ -86,8 +116,10 @@ type queueCache struct {
 // over its queues instead of two (RATIONALE.md). An unsorted one is sorted and encoded again.
 func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
 	e.checked = nil
-	distinct := increasing(r.Consumers)
-	if !distinct && !slices.IsSorted(r.Consumers) {
+	var distinct bool
+	if c := &e.consumers; c.known && c.same(r.Consumers) {
+		distinct = c.distinct // in order when it was cached, and the same strings since
+	} else if distinct = increasing(r.Consumers); !distinct && !slices.IsSorted(r.Consumers) {
 		Canonicalize(r)
 	}
 	e.order, e.unsorted, e.sorted, e.distinct = true, false, true, distinct
@@ -456,11 +488,20 @@ func (e *Encoder) append(s string) uint32 {
 // tenth of a whole-group call's host side (RATIONALE.md).
 func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 	before := len(e.offsets) - 1 // strings in the table before the consumers
+	n := len(list)
+	if c := &e.consumers; c.same(list) && slices.Equal(e.offsets, c.offsetsBefore) && bytes.Equal(e.blob, c.blobBefore) {
+		// The same ids after the same table as the last time: the same section and additions.
+		dst = le.AppendUint32(dst, uint32(n))
+		e.pendingIDs = append(e.pendingIDs[:0], c.pendingIDs...)
+		e.offsets = append(e.offsets, c.offsetsAdded...)
+		e.blob = append(e.blob, c.blobAdded...)
+		e.pending, e.pendingLookups = list, 0
+		return appendWords(dst, e.pendingIDs)
+	}
 	if before > maxLinearStrings || !e.sorted && !slices.IsSorted(list) {
 		return e.appendStrings(dst, list)
 	}
 	// The ids are kept, into storage grown once, and written after the count in one copy.
-	n := len(list)
 	dst = le.AppendUint32(dst, uint32(n))
 	e.pendingIDs = slices.Grow(e.pendingIDs[:0], n)[:n]
 	e.offsets = slices.Grow(e.offsets, n)
@@ -488,7 +529,23 @@ func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 		e.pendingIDs[i] = id
 	}
 	e.pending, e.pendingLookups = list, 0
+	e.keepConsumers(list, before)
 	return appendWords(dst, e.pendingIDs)
+}
+
+// keepConsumers caches what appendConsumers wrote for list, whose ids the table has from string
+// before on (consumerCache). A list the cache does not know costs this copy (16 bytes an id, its
+// bytes and two words) besides its encoding.
+func (e *Encoder) keepConsumers(list []string, before int) {
+	c := &e.consumers
+	at := e.offsets[before] // the table's bytes before the ids
+	c.ids = append(c.ids[:0], list...)
+	c.offsetsBefore = append(c.offsetsBefore[:0], e.offsets[:before+1]...)
+	c.blobBefore = append(c.blobBefore[:0], e.blob[:at]...)
+	c.pendingIDs = append(c.pendingIDs[:0], e.pendingIDs...)
+	c.offsetsAdded = append(c.offsetsAdded[:0], e.offsets[before+1:]...)
+	c.blobAdded = append(c.blobAdded[:0], e.blob[at:]...)
+	c.known, c.distinct, c.ok = e.sorted, e.distinct, true
 }
 
 // maxLinearStrings bounds the strings appendConsumers compares each consumer id with.
