@@ -468,8 +468,9 @@ func (s *Strategy) request(g *Group) (req *abi.Request, qperm, cperm []int) {
 // consumers is consumers(g, req) for this strategy: a group whose consumers are, byte for byte,
 // those of the last one without attributes gets that group's id list and permutation again
 // (never modified), sparing the copy of the ids, their order check and their allocation, 8 % of
-// the embedding API's whole-group call of 1,024 queues and 64 consumers (BENCHMARKS.md, "the
-// embedding API without its consumer copy").
+// the embedding API's whole-group call of 1,024 queues and 64 consumers (BENCHMARKS.md, "work
+// done twice on the host side of a whole-group call"). The host's encoder then finds the same
+// list and reuses its section too.
 func (s *Strategy) consumers(g *Group, req *abi.Request) (cperm []int) {
 	if last := s.ids.Load(); last != nil && sameMemory(g.Consumers, last.given) {
 		req.Consumers = last.sent
