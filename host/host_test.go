@@ -74,6 +74,17 @@ func load(t testing.TB, rt *host.Runtime, name string) *host.Plugin {
 	return p
 }
 
+// builtin loads the built-in plugin name (plugins/name/wasm), closed when the test ends.
+func builtin(t testing.TB, rt *host.Runtime, name string) *host.Plugin {
+	t.Helper()
+	p, err := rt.Load(context.Background(), name, wasmbuild.Bytes(t, "plugins/"+name+"/wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
 func queues(topic string, brokers, perBroker int) []abi.Queue {
 	var qs []abi.Queue
 	for b := range brokers {
@@ -430,11 +441,7 @@ func TestCorruptCacheRecompiles(t *testing.T) {
 func TestAllocateOwnersFunc(t *testing.T) {
 	rt := newRuntime(t, host.Config{})
 	ctx := context.Background()
-	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	p := builtin(t, rt, "averagely")
 	req := &abi.Request{Group: "g", Queues: queues("T", 2, 10), Consumers: []string{"a", "b", "c"}}
 	want, err := p.AllocateOwners(ctx, req)
 	if err != nil || want.Owners == nil {
@@ -468,11 +475,7 @@ func TestAllocateOwnersFunc(t *testing.T) {
 func TestAllocateOwnerListsFunc(t *testing.T) {
 	rt := newRuntime(t, host.Config{})
 	ctx := context.Background()
-	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	p := builtin(t, rt, "averagely")
 	for _, consumers := range [][]string{{"a", "b", "c"}, {"a", "b", "b", "c"}} {
 		req := &abi.Request{Group: "g", Queues: queues("T", 2, 10), Consumers: consumers}
 		want, err := p.Allocate(ctx, req)
@@ -511,7 +514,7 @@ func TestAllocateOwnerListsFunc(t *testing.T) {
 	}
 	bad := load(t, rt, "badowners")
 	req := &abi.Request{Group: "g", Queues: queues("T", 1, 4), Consumers: []string{"c1", "c2"}}
-	err = bad.AllocateOwnerListsFunc(ctx, req, func(*abi.Response, []int, []int) error {
+	err := bad.AllocateOwnerListsFunc(ctx, req, func(*abi.Response, []int, []int) error {
 		t.Fatal("the callback saw an invalid answer")
 		return nil
 	})
@@ -531,11 +534,7 @@ func TestAllocateOwnerListsFunc(t *testing.T) {
 func TestEncoderKeptAcrossCollections(t *testing.T) {
 	rt := newRuntime(t, host.Config{MaxInstances: 1})
 	ctx := context.Background()
-	p, err := rt.Load(ctx, "averagely", wasmbuild.Bytes(t, "plugins/averagely/wasm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
+	p := builtin(t, rt, "averagely")
 	req := &abi.Request{Group: "g", Queues: queues("T", 20, 1000), Consumers: []string{"a", "b", "c"}, QueuesFrozen: true}
 	allocated := func() uint64 {
 		t.Helper()

@@ -206,23 +206,13 @@ func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
 	install(t, path, plugin(t, "hash"))
 	s, _ := open(t, strategy.Config{File: path})
 	ctx := context.Background()
-	alone := func(g *strategy.Group) [][]int { // from a Strategy that never saw a group
-		t.Helper()
-		fresh, _ := open(t, strategy.Config{File: path})
-		c := &strategy.Group{Name: g.Name, Queues: slices.Clone(g.Queues), Consumers: slices.Clone(g.Consumers)}
-		a, err := fresh.Assign(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a.Owned
-	}
 	g := group(64, 4)
 	first, err := s.Assign(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	again, err := s.Assign(ctx, g)
-	if err != nil || !equal(again.Owned, first.Owned) || !equal(first.Owned, alone(g)) {
+	if err != nil || !equal(again.Owned, first.Owned) || !equal(first.Owned, alone(t, path, g)) {
 		t.Fatalf("the same group twice: %v then %v (%v)", first.Owned, again.Owned, err)
 	}
 	// The upper half moves to another broker, in place: still in canonical order.
@@ -233,13 +223,13 @@ func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := alone(g); !equal(moved.Owned, want) || equal(moved.Owned, first.Owned) {
+	if want := alone(t, path, g); !equal(moved.Owned, want) || equal(moved.Owned, first.Owned) {
 		t.Fatalf("queues changed in place: %v, want %v (before the change %v)", moved.Owned, want, first.Owned)
 	}
 	// With labels, the list is built afresh (TestSameQueues holds the comparison to them).
 	g.Queues[0].Labels = map[string]string{"zone": "a"}
 	labelled, err := s.Assign(ctx, g)
-	if err != nil || !equal(labelled.Owned, alone(g)) {
+	if err != nil || !equal(labelled.Owned, alone(t, path, g)) {
 		t.Fatalf("with labels: %v, %v", labelled.Owned, err)
 	}
 }
@@ -252,16 +242,6 @@ func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
 	install(t, path, plugin(t, "hash"))
 	s, _ := open(t, strategy.Config{File: path})
 	ctx := context.Background()
-	alone := func(g *strategy.Group) [][]int {
-		t.Helper()
-		fresh, _ := open(t, strategy.Config{File: path})
-		c := &strategy.Group{Name: g.Name, Queues: slices.Clone(g.Queues), Consumers: slices.Clone(g.Consumers)}
-		a, err := fresh.Assign(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a.Owned
-	}
 	g := group(64, 6)
 	slices.Reverse(g.Consumers) // out of canonical order: a permutation comes with the list
 	for step, change := range []func(){
@@ -280,7 +260,7 @@ func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := alone(g); !equal(got.Owned, want) {
+			if want := alone(t, path, g); !equal(got.Owned, want) {
 				t.Fatalf("step %d, call %d: %v, want %v", step, again, got.Owned, want)
 			}
 		}
@@ -288,6 +268,19 @@ func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
 }
 
 func byID(a, b strategy.Consumer) int { return strings.Compare(a.ID, b.ID) }
+
+// alone is the answer for g of a Strategy on the plugin at path that never saw a group, asked
+// with copies of g's lists.
+func alone(t *testing.T, path string, g *strategy.Group) [][]int {
+	t.Helper()
+	fresh, _ := open(t, strategy.Config{File: path})
+	c := &strategy.Group{Name: g.Name, Queues: slices.Clone(g.Queues), Consumers: slices.Clone(g.Consumers)}
+	a, err := fresh.Assign(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Owned
+}
 
 // Calls in parallel on groups of different queues each get their own group's answer.
 func TestAssignInParallelOnOtherQueues(t *testing.T) {
@@ -302,12 +295,7 @@ func TestAssignInParallelOnOtherQueues(t *testing.T) {
 	groups[4].Consumers[0].ID = "c09" // the same queues as group 0, other consumers
 	want := make([][][]int, len(groups))
 	for i, g := range groups {
-		fresh, _ := open(t, strategy.Config{File: path})
-		a, err := fresh.Assign(ctx, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[i] = a.Owned
+		want[i] = alone(t, path, g)
 	}
 	if equal(want[0], want[1]) || equal(want[0], want[4]) || equal(want[0], want[3]) {
 		t.Fatal("the test's groups give the same answer")
