@@ -147,19 +147,33 @@ func CheckOwners(r *Request, owners []int32) error {
 // checkOwners is CheckOwners with the first index of every consumer's id (first, from
 // firstOwners; nil when no id repeats).
 func checkOwners(r *Request, owners, first []int32) error {
-	if r.Targets != nil {
-		return errorf("owner-form answer to a request with targets")
+	if err := checkOwnersFit(r, owners); err != nil {
+		return err
 	}
-	nq, nc := len(r.Queues), len(r.Consumers)
-	if len(owners) != nq {
-		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
-	}
+	nc := len(r.Consumers)
 	for q, o := range owners {
 		if uint32(o) >= uint32(nc) && o != NoOwner {
-			return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, nc)
+			return ownerOutOfRange(r, q, o)
 		}
 	}
 	return checkRepeats(r, owners, first)
+}
+
+// checkOwnersFit refuses an owner-form answer to a request with targets, and one whose count of
+// owners is not the request's count of queues.
+func checkOwnersFit(r *Request, owners []int32) error {
+	if r.Targets != nil {
+		return errorf("owner-form answer to a request with targets")
+	}
+	if len(owners) != len(r.Queues) {
+		return errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), len(r.Queues))
+	}
+	return nil
+}
+
+// ownerOutOfRange is the error for queue q's owner o, neither NoOwner nor a consumer index.
+func ownerOutOfRange(r *Request, q int, o int32) error {
+	return errorf("queue %d (%s): owner index %d out of range [0,%d)", q, r.Queues[q], o, len(r.Consumers))
 }
 
 // firstOwners returns the first index of every consumer's id: only first occurrences own queues,
@@ -216,37 +230,19 @@ func resolveOwners(r *Request, resp *Response, first []int32) error {
 	return nil
 }
 
-// checkedOwnerLists checks an owner-form answer to r as checkOwners does and groups it by owner as
-// OwnerLists does, in one pass over the owners: the range check is the grouping's own. first is
+// checkedOwnerLists checks an owner-form answer to r as checkOwners does and groups it by owner
+// (groupOwners), in one pass over the owners: the range check is the grouping's own. first is
 // the first index of every consumer's id (firstOwners; nil when no id repeats).
 func checkedOwnerLists(r *Request, owners, first []int32) (flat, bounds []int, err error) {
-	if r.Targets != nil {
-		return nil, nil, errorf("owner-form answer to a request with targets")
+	if err := checkOwnersFit(r, owners); err != nil {
+		return nil, nil, err
 	}
-	nq, nc := len(r.Queues), len(r.Consumers)
-	if len(owners) != nq {
-		return nil, nil, errorf("owner-form answer names owners of %d queues, the request has %d", len(owners), nq)
-	}
-	flat, bounds, bad := groupOwners(owners, nc)
+	flat, bounds, bad := groupOwners(owners, len(r.Consumers))
 	if bad >= 0 {
-		return nil, nil, errorf("queue %d (%s): owner index %d out of range [0,%d)", bad, r.Queues[bad], owners[bad], nc)
+		return nil, nil, ownerOutOfRange(r, bad, owners[bad])
 	}
 	if err := checkRepeats(r, owners, first); err != nil {
 		return nil, nil, err
-	}
-	return flat, bounds, nil
-}
-
-// OwnerLists groups an owner-form answer (one entry per queue: a consumer index in [0, nc), or
-// NoOwner) by owner without building Results: consumer index o's queues, in mqAll order, are
-// flat[bounds[o]:bounds[o+1]]. A caller that wants each consumer's list in a shape of its own
-// (the embedding API's Assignment) builds it from these instead of from a Response's Results,
-// sparing their allocation. An entry out of range is an error naming its queue's index; repeated
-// consumer ids are not looked at (CheckOwners does).
-func OwnerLists(owners []int32, nc int) (flat, bounds []int, err error) {
-	flat, bounds, bad := groupOwners(owners, nc)
-	if bad >= 0 {
-		return nil, nil, errorf("queue %d: owner index %d out of range [0,%d)", bad, owners[bad], nc)
 	}
 	return flat, bounds, nil
 }

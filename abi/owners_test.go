@@ -160,7 +160,7 @@ func FuzzValidateOwners(f *testing.F) {
 			t.Fatalf("Encoder.CheckOwners of a request it did not encode: %v, CheckOwners: %v", got, want)
 		}
 		// So does its CheckedOwnerLists, for both requests; what it accepts for the one it
-		// encoded is OwnerLists' grouping.
+		// encoded is every consumer's queues in queue order.
 		flat, bounds, listErr := enc.CheckedOwnerLists(req, owners)
 		if (listErr == nil) != (want == nil) {
 			t.Fatalf("Encoder.CheckedOwnerLists: %v, CheckOwners: %v", listErr, want)
@@ -169,8 +169,10 @@ func FuzzValidateOwners(f *testing.F) {
 			t.Fatalf("Encoder.CheckedOwnerLists of a request it did not encode: %v", err)
 		}
 		if listErr == nil {
-			if wf, wb, err := abi.OwnerLists(owners, len(consumers)); err != nil || !slices.Equal(flat, wf) || !slices.Equal(bounds, wb) {
-				t.Fatalf("Encoder.CheckedOwnerLists: %v %v, OwnerLists: %v %v (%v)", flat, bounds, wf, wb, err)
+			for i := range consumers {
+				if got, want := flat[bounds[i]:bounds[i+1]], queuesOf(owners, i); !slices.Equal(got, want) {
+					t.Fatalf("Encoder.CheckedOwnerLists gives consumer %d %v, want %v (owners %v)", i, got, want, owners)
+				}
 			}
 		}
 		// So does its Validate, which resolves the same lists.
@@ -210,7 +212,7 @@ func FuzzValidateOwners(f *testing.F) {
 	})
 }
 
-// TestResolveOwnersShapes holds ResolveOwners and OwnerLists to the definition (consumer k's
+// TestResolveOwnersShapes holds ResolveOwners and CheckedOwnerLists to the definition (consumer k's
 // list: the queues whose owner is k, ascending) on owners in blocks (AVG's shape, which resolves
 // without the scatter pass), blocks with a queue nobody takes, round-robin and descending owners.
 func TestResolveOwnersShapes(t *testing.T) {
@@ -236,22 +238,18 @@ func TestResolveOwnersShapes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		flat, bounds, err := abi.OwnerLists(owners, nc)
+		var e abi.Encoder
+		flat, bounds, err := e.CheckedOwnerLists(ownersRequest(nq, consumers...), owners)
 		if err != nil || len(bounds) != nc+1 {
-			t.Fatalf("%s: OwnerLists: %d bounds, %v", name, len(bounds), err)
+			t.Fatalf("%s: CheckedOwnerLists: %d bounds, %v", name, len(bounds), err)
 		}
 		for k, r := range resp.Results {
-			var want []int
-			for q, o := range owners {
-				if o == int32(k) {
-					want = append(want, q)
-				}
-			}
-			if !slices.Equal(r.Indices, want) && (len(r.Indices) != 0 || len(want) != 0) {
+			want := queuesOf(owners, k)
+			if !slices.Equal(r.Indices, want) {
 				t.Errorf("%s: consumer %d gets %v, want %v", name, k, r.Indices, want)
 			}
-			if list := flat[bounds[k]:bounds[k+1]]; !slices.Equal(list, want) && (len(list) != 0 || len(want) != 0) {
-				t.Errorf("%s: OwnerLists gives consumer %d %v, want %v", name, k, list, want)
+			if list := flat[bounds[k]:bounds[k+1]]; !slices.Equal(list, want) {
+				t.Errorf("%s: CheckedOwnerLists gives consumer %d %v, want %v", name, k, list, want)
 			}
 		}
 	}
@@ -287,9 +285,9 @@ func TestCheckOwnersAgreesWithResolve(t *testing.T) {
 	}
 }
 
-// The same agreement on longer answers, with one bad entry anywhere among valid ones (the
-// range check takes four entries at a time) and the edge values of int32; OwnerLists refuses
-// the same entry.
+// The same agreement on longer answers, with one bad entry anywhere among valid ones (owners in
+// no order, and in runs, which the grouping settles by their bounds) and the edge values of
+// int32; CheckedOwnerLists refuses the same entry.
 func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 	req := ownersRequest(11, "a", "b", "c")
 	// Owners in no order, and non-decreasing ones (resolved by their runs' bounds).
@@ -303,9 +301,6 @@ func TestCheckOwnersRefusesOneBadEntryAnywhere(t *testing.T) {
 				if cerr == nil || rerr == nil || !strings.Contains(cerr.Error(), fmt.Sprintf("queue %d ", at)) ||
 					!strings.Contains(rerr.Error(), fmt.Sprintf("queue %d ", at)) {
 					t.Errorf("owner %d at %d of %v: CheckOwners %v, ResolveOwners %v", bad, at, valid, cerr, rerr)
-				}
-				if _, _, lerr := abi.OwnerLists(owners, 3); lerr == nil || !strings.Contains(lerr.Error(), fmt.Sprintf("queue %d:", at)) {
-					t.Errorf("owner %d at %d of %v: OwnerLists %v", bad, at, valid, lerr)
 				}
 				var e abi.Encoder
 				if _, _, lerr := e.CheckedOwnerLists(req, owners); lerr == nil || !strings.Contains(lerr.Error(), fmt.Sprintf("queue %d ", at)) {
@@ -354,4 +349,16 @@ func TestDecodeResponseShared(t *testing.T) {
 	if err := abi.DecodeResponseShared(abi.AppendOwners(nil, nil), &r); err != nil || r.Owners == nil {
 		t.Fatalf("empty owner form: owners %v, %v", r.Owners, err)
 	}
+}
+
+// queuesOf is the definition of consumer index i's list in an owner-form answer: the queues whose
+// owner is i, ascending (empty, not nil, for none).
+func queuesOf(owners []int32, i int) []int {
+	want := []int{}
+	for q, o := range owners {
+		if o == int32(i) {
+			want = append(want, q)
+		}
+	}
+	return want
 }
