@@ -59,8 +59,9 @@ type Encoder struct {
 	pendingLookups int
 	// order asks the queue loop to check canonical order as it writes; unsorted is its finding.
 	order, unsorted bool
-	// sorted: EncodeCanonical has seen the consumers in order; distinct: strictly increasing.
-	sorted, distinct bool
+	// sorted: EncodeCanonical has seen the consumers in order; distinct: strictly increasing;
+	// cachedIDs: they are the consumer cache's list (consumerCache.same).
+	sorted, distinct, cachedIDs bool
 	// checked is the consumer list that EncodeCanonical last found strictly increasing (for
 	// Encoder.CheckOwners), or nil.
 	checked []string
@@ -117,14 +118,15 @@ type queueCache struct {
 func (e *Encoder) EncodeCanonical(dst []byte, r *Request) ([]byte, error) {
 	e.checked = nil
 	var distinct bool
-	if c := &e.consumers; c.known && c.same(r.Consumers) {
-		distinct = c.distinct // in order when it was cached, and the same strings since
+	cached := e.consumers.known && e.consumers.same(r.Consumers)
+	if cached {
+		distinct = e.consumers.distinct // in order when it was cached, and the same strings since
 	} else if distinct = increasing(r.Consumers); !distinct && !slices.IsSorted(r.Consumers) {
 		Canonicalize(r)
 	}
-	e.order, e.unsorted, e.sorted, e.distinct = true, false, true, distinct
+	e.order, e.unsorted, e.sorted, e.distinct, e.cachedIDs = true, false, true, distinct, cached
 	out, err := e.Encode(dst, r)
-	e.order, e.sorted, e.distinct = false, false, false
+	e.order, e.sorted, e.distinct, e.cachedIDs = false, false, false, false
 	if err == nil && e.unsorted {
 		Canonicalize(r) // the queues: the consumers are in order already
 		out, err = e.Encode(out[:len(dst)], r)
@@ -491,7 +493,7 @@ func (e *Encoder) append(s string) uint32 {
 func (e *Encoder) appendConsumers(dst []byte, list []string) []byte {
 	before := len(e.offsets) - 1 // strings in the table before the consumers
 	n := len(list)
-	if c := &e.consumers; c.same(list) && slices.Equal(e.offsets, c.offsetsBefore) && bytes.Equal(e.blob, c.blobBefore) {
+	if c := &e.consumers; (e.cachedIDs || c.same(list)) && slices.Equal(e.offsets, c.offsetsBefore) && bytes.Equal(e.blob, c.blobBefore) {
 		// The same ids after the same table as the last time: the same section and additions.
 		dst = le.AppendUint32(dst, uint32(n))
 		e.pendingIDs = append(e.pendingIDs[:0], c.pendingIDs...)
