@@ -220,6 +220,7 @@ TEXT ·memoLookups(SB), NOSPLIT, $0-112
 	Get R5; Get R6; I64GeU; BrIf $1
 	Get R5; I32WrapI64; I64Load32U $0; Set R8
 
+	Block // the queue settled, looked up or missed
 	Block // a miss leaves it
 	Get R8; Get R13; I64LtU; I32Eqz; BrIf $0
 	Get R8; I64Const $3; I64Shl; Get R12; I64Add; I32WrapI64; I64Load $0; Set R8
@@ -228,15 +229,14 @@ TEXT ·memoLookups(SB), NOSPLIT, $0-112
 
 	RING_SEARCH
 
-	Get R5; I64Const $4; I64Add; Set R5
-	Get R7; I64Const $4; I64Add; Set R7
-	Get R15; I64Const $1; I64Add; Set R15
 	Br $1
 	End
 
 	// a miss: k to miss
 	Get R14; I32WrapI64; Get R15; I64Store32 $0
 	Get R14; I64Const $4; I64Add; Set R14
+	End
+
 	Get R5; I64Const $4; I64Add; Set R5
 	Get R7; I64Const $4; I64Add; Set R7
 	Get R15; I64Const $1; I64Add; Set R15
