@@ -290,10 +290,10 @@ func (s *Strategy) Close() error {
 func (s *Strategy) Assign(ctx context.Context, g *Group) (*Assignment, error) {
 	req, qperm, cperm := s.request(g)
 	a := &Assignment{Owned: make([][]int, len(g.Consumers))}
-	// An owner-form answer (ABI 1.1) is read where the instance holds it, into the lists of
-	// Owned: neither its copy nor the Response's Results are made (BENCHMARKS.md, "The
-	// embedding API on the owner form").
-	// Checked and grouped by owner in one pass (host.Plugin.AllocateOwnerListsFunc).
+	// An owner-form answer (ABI 1.1) is checked and grouped by owner in one pass where the
+	// instance holds it (host.Plugin.AllocateOwnerListsFunc), and Owned is sliced from the
+	// grouping: neither the owners' copy nor the Response's Results are made (BENCHMARKS.md,
+	// "The embedding API on the owner form").
 	err := s.assign(ctx, req, func(resp *abi.Response, v Version, flat, bounds []int) error {
 		a.Version = v
 		if resp.Owners != nil {
@@ -477,7 +477,7 @@ func (s *Strategy) consumers(g *Group, req *abi.Request) (cperm []int) {
 		return last.perm
 	}
 	cperm = consumers(g, req)
-	if req.ConsumerAttrs == nil && noConsumerMaps(g.Consumers) {
+	if noConsumerMaps(g.Consumers) { // then no attributes either
 		s.ids.Store(&lastConsumers{sent: req.Consumers, perm: cperm, given: slices.Clone(g.Consumers)})
 	}
 	return cperm
