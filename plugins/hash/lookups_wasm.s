@@ -200,6 +200,10 @@ TEXT ·sameStrings(SB), NOSPLIT, $0-49
 // R6 the next and the end of ids, R7 the next of out, R8 the id, then its entry, then its hash,
 // R9 and R10 the search's bounds, R11 its middle, R12 and R13 known's base and length, R14 the
 // next of miss, R15 k.
+//
+// A looked-up queue and a miss each advance R5, R7 and R15 and branch back on their own: joined
+// after an enclosing block instead, hash's same group again counted 366k instructions a call
+// against 348-350k (callgrind, N=1000, two runs each).
 TEXT ·memoLookups(SB), NOSPLIT, $0-112
 	RING_FIELDS
 	I64Load known_base+8(FP)
@@ -220,7 +224,6 @@ TEXT ·memoLookups(SB), NOSPLIT, $0-112
 	Get R5; Get R6; I64GeU; BrIf $1
 	Get R5; I32WrapI64; I64Load32U $0; Set R8
 
-	Block // the queue settled, looked up or missed
 	Block // a miss leaves it
 	Get R8; Get R13; I64LtU; I32Eqz; BrIf $0
 	Get R8; I64Const $3; I64Shl; Get R12; I64Add; I32WrapI64; I64Load $0; Set R8
@@ -229,14 +232,15 @@ TEXT ·memoLookups(SB), NOSPLIT, $0-112
 
 	RING_SEARCH
 
+	Get R5; I64Const $4; I64Add; Set R5
+	Get R7; I64Const $4; I64Add; Set R7
+	Get R15; I64Const $1; I64Add; Set R15
 	Br $1
 	End
 
 	// a miss: k to miss
 	Get R14; I32WrapI64; Get R15; I64Store32 $0
 	Get R14; I64Const $4; I64Add; Set R14
-	End
-
 	Get R5; I64Const $4; I64Add; Set R5
 	Get R7; I64Const $4; I64Add; Set R7
 	Get R15; I64Const $1; I64Add; Set R15
