@@ -113,7 +113,7 @@ func TestRunIDs(t *testing.T) {
 var guestTests = []string{
 	"TestSteps", "TestViewConsumerChecks", "TestViewConsumerChecksLong",
 	"TestParseRefusesBadStringOffsets", "TestGolden", "TestRequestRoundTripRandom", "FuzzParseRequest",
-	"TestViewQueueRun", "TestViewQueueRunRandom", "TestRunIDs",
+	"TestViewQueueRun", "TestViewQueueRunRandom", "TestRunIDs", "TestViewSameConsumers",
 }
 
 // TestGuest runs guestTests in a wasm guest.

@@ -308,6 +308,65 @@ func TestViewQueueRunRandom(t *testing.T) {
 	}
 }
 
+// TestViewSameConsumers: SameConsumers (in the guest, sameids_wasm.s) agrees with comparing
+// Consumers' ids on random groups (ids of 0 to 40 bytes, some repeated, some named like the group
+// or a broker) against the same ids; each id changed in one byte (its first, its last, one in
+// between), made a byte longer or shorter, or swapped with the next; and one id more or fewer.
+func TestViewSameConsumers(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	id := func() string {
+		if r.IntN(8) == 0 {
+			return []string{"g", "broker-a", ""}[r.IntN(3)]
+		}
+		b := make([]byte, r.IntN(41))
+		for i := range b {
+			b[i] = byte('a' + r.IntN(3))
+		}
+		return string(b)
+	}
+	for it := range 300 {
+		var cids []string
+		for range r.IntN(12) {
+			cids = append(cids, id())
+		}
+		if len(cids) > 1 && r.IntN(4) == 0 {
+			cids[r.IntN(len(cids))] = cids[0]
+		}
+		v := mustParse(t, &abi.Request{Group: "g", Queues: queues("T", "broker-a", 2), Consumers: cids})
+		check := func(ids []string, what string) {
+			t.Helper()
+			if got, want := v.SameConsumers(ids), slices.Equal(v.Consumers(nil), ids); got != want {
+				t.Fatalf("iteration %d, cidAll %q, %s %q: SameConsumers %v, want %v", it, cids, what, ids, got, want)
+			}
+		}
+		check(slices.Clone(cids), "the same")
+		check(append(slices.Clone(cids), "x"), "one more")
+		if len(cids) == 0 {
+			continue
+		}
+		check(cids[:len(cids)-1], "one fewer")
+		for i, c := range cids {
+			ids := slices.Clone(cids)
+			if len(c) > 0 {
+				for _, at := range []int{0, len(c) - 1, r.IntN(len(c))} {
+					b := []byte(c)
+					b[at] ^= 0x20
+					ids[i] = string(b)
+					check(ids, fmt.Sprintf("id %d changed at byte %d", i, at))
+				}
+				ids[i] = c[:len(c)-1]
+				check(ids, fmt.Sprintf("id %d shorter", i))
+			}
+			ids[i] = c + "a"
+			check(ids, fmt.Sprintf("id %d longer", i))
+			if i+1 < len(cids) {
+				ids[i], ids[i+1] = cids[i+1], c
+				check(ids, fmt.Sprintf("ids %d and %d swapped", i, i+1))
+			}
+		}
+	}
+}
+
 // TestViewConsumerChecks: HasEmptyConsumer and DistinctConsumers on ids in the writer's order,
 // out of it (a consumer named like the group), repeated, and empty.
 func TestViewConsumerChecks(t *testing.T) {

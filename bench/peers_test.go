@@ -171,6 +171,50 @@ func TestPeersAgree(t *testing.T) {
 	}
 }
 
+// TestHashMemoAgrees runs one instance of hash's wasm plugin through a history of requests, each
+// answered as native hash answers it from scratch: the same group again (the guest's memo gives
+// its ring back when abi.View.SameConsumers finds the ids it keeps), other virtual nodes for the
+// same ids, a member joining and leaving, an id changed in its last byte or made longer, the ids
+// given out of order (Allocate sorts them), and another group.
+func TestHashMemoAgrees(t *testing.T) {
+	ctx := context.Background()
+	rt, err := host.NewRuntime(ctx, host.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	p, err := rt.Load(ctx, "hash", buildGuest(t, "plugins/hash/wasm", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	a := groupRequest(4, 16, 8)
+	with := func(change func(r *abi.Request)) *abi.Request {
+		r := *a
+		r.Consumers = slices.Clone(a.Consumers)
+		change(&r)
+		return &r
+	}
+	vnodes3 := with(func(r *abi.Request) { r.Config = map[string]string{"vnodes": "3"} })
+	joined := with(func(r *abi.Request) { r.Consumers = append(r.Consumers, "10.0.0.99@4999"); slices.Sort(r.Consumers) })
+	lastByte := with(func(r *abi.Request) { c := []byte(r.Consumers[7]); c[len(c)-1]++; r.Consumers[7] = string(c) })
+	longer := with(func(r *abi.Request) { r.Consumers[0] += "0" })
+	swapped := with(func(r *abi.Request) { r.Consumers[2], r.Consumers[3] = r.Consumers[3], r.Consumers[2] })
+	for step, req := range []*abi.Request{a, a, vnodes3, vnodes3, a, joined, a, a, lastByte, a, longer, longer, swapped, a, otherGroup(a), a} {
+		got, err := p.Allocate(ctx, req) // which sorts req's lists first, as the daemon passes them
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		want, _, err := nativestrategy.Allocator{}.Allocate(ctx, "hash", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(want) {
+			t.Fatalf("step %d: the wasm plugin's answer differs from native's", step)
+		}
+	}
+}
+
 // BenchmarkPeers is the whole-group call of issue 17 (1024 queues: TopicTest on broker-0..3 x
 // 256; 64 consumers), three ways in one run: rocketmq-go (the Go client's strategy called once
 // per consumer), native (nativestrategy.Allocator: the whole group's *abi.Response from the

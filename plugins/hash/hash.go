@@ -614,13 +614,23 @@ type Memo struct {
 	ringIDs []string
 }
 
-// sameRing returns the last ring when it was built from the same ids, else nil.
+// sameRing returns the last ring when it was built from the same ids, else nil. ids that are
+// the kept slice itself (RingIDs) are the same without a comparison: m keeps ids unchanged.
 func (m *Memo) sameRing(ids []string) *Ring {
-	if m.ring == nil || !sameStrings(ids, m.ringIDs) {
+	if m.ring == nil {
+		return nil
+	}
+	if len(ids) != len(m.ringIDs) || unsafe.SliceData(ids) != unsafe.SliceData(m.ringIDs) && !sameStrings(ids, m.ringIDs) {
 		return nil
 	}
 	return m.ring
 }
+
+// RingIDs returns the ids the last ring m keeps was built from, or nil. A caller that finds its
+// request's consumers are these (abi.View.SameConsumers compares them without reading the ids)
+// passes this slice to NewRingMemoIDs, which then gets the ring back without comparing the ids.
+// The slice is m's: it must not be changed.
+func (m *Memo) RingIDs() []string { return m.ringIDs }
 
 func (m *Memo) keepRing(r *Ring, ids []string) { m.ring, m.ringIDs = r, ids }
 

@@ -37,8 +37,13 @@ func wholeGroup(v *abi.View, owners []int32) (bool, error) {
 	if !rocketmq.WholeGroupChecksEmpty(n, c, v.HasEmptyConsumer()) {
 		return false, nil
 	}
-	// The memo keeps the ids: a slice of their own each call, read in one call of the View.
-	ring, err := hash.NewRingMemoIDs(v.Consumers(make([]string, 0, c)), vnodes, &memo)
+	// The memo keeps the ids: the last ones again when the request's are those (SameConsumers
+	// reads none), else a slice of their own, read in one call of the View.
+	ids := memo.RingIDs()
+	if ids == nil || !v.SameConsumers(ids) {
+		ids = v.Consumers(make([]string, 0, c))
+	}
+	ring, err := hash.NewRingMemoIDs(ids, vnodes, &memo)
 	if err != nil {
 		return false, nil
 	}
