@@ -79,6 +79,12 @@ func checkView(t *testing.T, v *abi.View) {
 	if all := v.Consumers([]string{"x"}); all[0] != "x" || !slices.Equal(all[1:], r.Consumers) {
 		t.Fatalf("Consumers = %q, decoded %q", all, r.Consumers)
 	}
+	if !v.SameConsumers(r.Consumers) || v.SameConsumers(append(slices.Clone(r.Consumers), "")) {
+		t.Fatalf("SameConsumers does not tell the decoded %q from one more", r.Consumers)
+	}
+	if n := len(r.Consumers); n > 0 && v.SameConsumers(append(slices.Clone(r.Consumers[:n-1]), r.Consumers[n-1]+"x")) {
+		t.Fatalf("SameConsumers takes %q with its last id changed for itself", r.Consumers)
+	}
 	for i := range v.NumConsumers() {
 		if v.Consumer(i) != r.Consumers[i] {
 			t.Fatalf("Consumer(%d) = %q, decoded %q", i, v.Consumer(i), r.Consumers[i])
