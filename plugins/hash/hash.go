@@ -608,6 +608,13 @@ type Memo struct {
 	hashIDs      []string
 	hashes, next []uint32
 	runs         map[[2]string]*queueRun
+	// order is the runs the last request named, in its order. A request naming the same
+	// (topic, broker)s in the same order, as the same group again does, finds each at its place
+	// with one comparison of its names instead of a map lookup that hashes them, and has nothing
+	// to drop (RATIONALE.md). named counts the runs this request has named, inOrder how many of
+	// them were order's at their places, and seen lists them for the next request.
+	order, seen    []*queueRun
+	named, inOrder int
 	// ring was built from ringIDs (and vnodes): the next request with the same members in the
 	// same order gets it back without sorting its keys again.
 	ring    *Ring
@@ -640,6 +647,7 @@ type queueRun struct {
 	hashes []uint64
 	known  int // the hashes not 0
 	gen    uint32
+	key    [2]string // topic and broker
 }
 
 // maxMemoQueueID bounds the queue ids a Memo keeps a hash for.
@@ -666,6 +674,8 @@ func (r *queueRun) put(id int32, h uint32) {
 // begin starts a request: a new virtual-node count forgets every consumer's hashes.
 func (m *Memo) begin(vnodes int) {
 	m.gen++
+	m.seen = m.seen[:0] // what a pass left unfinished by a panic named
+	m.named, m.inOrder = 0, 0
 	if m.vnodes != vnodes {
 		m.forgetConsumers()
 		m.vnodes = vnodes
@@ -707,19 +717,33 @@ func (m *Memo) forgetConsumers() {
 
 func (m *Memo) queueRun(topic, broker string) *queueRun {
 	k := [2]string{topic, broker}
-	run := m.runs[k]
-	if run == nil {
-		run = &queueRun{}
+	i := m.named
+	m.named++
+	var run *queueRun
+	if i == m.inOrder && i < len(m.order) && sameStrings(k[:], m.order[i].key[:]) {
+		run = m.order[i]
+		m.inOrder++
+	} else if run = m.runs[k]; run == nil {
+		run = &queueRun{key: k}
 		m.runs[k] = run
 	}
 	run.gen = m.gen
+	m.seen = append(m.seen, run)
 	return run
 }
 
+// dropUnusedQueues ends a request's pass over its queues: the runs it did not name are dropped,
+// and those it named, in its order, are the next request's order.
 func (m *Memo) dropUnusedQueues() {
-	for k, run := range m.runs {
-		if run.gen != m.gen {
-			delete(m.runs, k)
+	if m.inOrder != len(m.order) || m.named != len(m.order) { // else it named order's runs only
+		for k, run := range m.runs {
+			if run.gen != m.gen {
+				delete(m.runs, k)
+			}
 		}
+		m.order, m.seen = m.seen, m.order
 	}
+	clear(m.seen) // the runs it holds are the map's or dropped
+	m.seen = m.seen[:0]
+	m.named, m.inOrder = 0, 0
 }

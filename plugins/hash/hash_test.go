@@ -745,6 +745,8 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
 		{cids(8), []string{"b0", "b1"}, ids(0, 64), 10},
 		{cids(9), []string{"b0", "b1"}, ids(0, 64), 10},
+		{cids(9), []string{"b1", "b0"}, ids(0, 64), 10}, // the brokers in the other order
+		{cids(9), []string{"b1", "b0"}, ids(0, 64), 10},
 		{cids(7), []string{"b0", "b1", "b2"}, ids(0, 64), 10},
 		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
 		{cids(7), []string{"b2"}, append(ids(-3, 5), maxMemoQueueID-1, maxMemoQueueID, 1<<30), 10},
@@ -828,6 +830,17 @@ func memoGivesNewRingsAnswers(t *testing.T) {
 		}
 		if r.vnodes > 0 && (len(m.hashIDs) != kept || len(m.hashes) != kept*r.vnodes || len(m.runs) != len(r.brokers)) {
 			t.Fatalf("step %d: memo holds %d consumers (%d hashes) and %d brokers, want %d and %d", step, len(m.hashIDs), len(m.hashes), len(m.runs), kept, len(r.brokers))
+		}
+		// The next request's order is this one's brokers, each the run the map holds.
+		if r.vnodes > 0 {
+			if len(m.order) != len(r.brokers) {
+				t.Fatalf("step %d: the memo's order has %d runs for %d brokers", step, len(m.order), len(r.brokers))
+			}
+			for i, b := range r.brokers {
+				if run := m.order[i]; run.key != [2]string{"T", b} || m.runs[run.key] != run {
+					t.Fatalf("step %d: the memo's order names %q at %d, not the map's run for %q", step, run.key, i, b)
+				}
+			}
 		}
 	}
 }
