@@ -674,7 +674,7 @@ func (r *queueRun) put(id int32, h uint32) {
 // begin starts a request: a new virtual-node count forgets every consumer's hashes.
 func (m *Memo) begin(vnodes int) {
 	m.gen++
-	m.seen = m.seen[:0] // what a pass left unfinished by a panic named
+	m.seen = m.seen[:0] // left over should a panic have cut the last pass short
 	m.named, m.inOrder = 0, 0
 	if m.vnodes != vnodes {
 		m.forgetConsumers()
