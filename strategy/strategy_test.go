@@ -202,9 +202,7 @@ func TestAssignKeepsTheCallersOrder(t *testing.T) {
 // A group asked about again with the same queues reuses the last canonical list; one whose
 // queues changed in place, in the same slice, is asked about with its new queues.
 func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hash.wasm")
-	install(t, path, plugin(t, "hash"))
-	s, _ := open(t, strategy.Config{File: path})
+	s, path := hashStrategy(t)
 	ctx := context.Background()
 	g := group(64, 4)
 	first, err := s.Assign(ctx, g)
@@ -238,9 +236,7 @@ func TestAssignSeesQueuesChangedInPlace(t *testing.T) {
 // out of order, the permutation back to the caller's order); consumers changed in place, in the
 // same slice (an id replaced, two swapped, labels set), are asked about as they are now.
 func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hash.wasm")
-	install(t, path, plugin(t, "hash"))
-	s, _ := open(t, strategy.Config{File: path})
+	s, path := hashStrategy(t)
 	ctx := context.Background()
 	g := group(64, 6)
 	slices.Reverse(g.Consumers) // out of canonical order: a permutation comes with the list
@@ -269,6 +265,16 @@ func TestAssignSeesConsumersChangedInPlace(t *testing.T) {
 
 func byID(a, b strategy.Consumer) int { return strings.Compare(a.ID, b.ID) }
 
+// hashStrategy opens a Strategy on the hash plugin installed in a folder of its own, and
+// returns it with the plugin's path (for alone).
+func hashStrategy(t *testing.T) (*strategy.Strategy, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hash.wasm")
+	install(t, path, plugin(t, "hash"))
+	s, _ := open(t, strategy.Config{File: path})
+	return s, path
+}
+
 // alone is the answer for g of a Strategy on the plugin at path that never saw a group, asked
 // with copies of g's lists.
 func alone(t *testing.T, path string, g *strategy.Group) [][]int {
@@ -284,9 +290,7 @@ func alone(t *testing.T, path string, g *strategy.Group) [][]int {
 
 // Calls in parallel on groups of different queues each get their own group's answer.
 func TestAssignInParallelOnOtherQueues(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hash.wasm")
-	install(t, path, plugin(t, "hash"))
-	s, _ := open(t, strategy.Config{File: path})
+	s, path := hashStrategy(t)
 	ctx := context.Background()
 	groups := []*strategy.Group{group(64, 4), group(64, 4), group(48, 4), group(64, 5), group(64, 4)}
 	for i := range groups[1].Queues {
